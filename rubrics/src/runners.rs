@@ -1322,7 +1322,7 @@ async fn agent_files(env: &Env<'_, '_>, paths: &[String]) -> Result<Vec<AgentFil
     let cap = env
         .ctx
         .judge
-        .map_or(32 * 1024, |j| j.config().max_file_bytes);
+        .map_or(32 * 1024, judge::Judge::max_file_bytes);
     let mut out = Vec::new();
     for p in paths.iter().take(64) {
         let content = match env.read_file(&env.ws(p), cap).await? {
@@ -1399,6 +1399,8 @@ async fn ask(env: &Env<'_, '_>, req: &JudgeRequest) -> Result<judge::Verdict, ju
             reason: "no judge configured".into(),
             raw: None,
             attempts: 0,
+            model: String::new(),
+            votes: Vec::new(),
         }),
     }
 }

@@ -4,9 +4,9 @@
 //! - **agent outcomes** (`pass`, `fail`, `error`, `timeout`, `compile_fail`, `forbidden_api`, …)
 //!   score what the agent did;
 //! - **intermediate** (`compile_ok`) describes a step that went well without being a verdict;
-//! - **infrastructure** (`env_broken`, `judge_invalid`, `judge_unavailable`, `grader_error`)
-//!   says that *we* could not grade: the grader's score is `None`, never a silent 0, and it is
-//!   never counted as the agent's failure.
+//! - **infrastructure** (`env_broken`, `judge_invalid`, `judge_unavailable`, `judge_split`,
+//!   `grader_error`) says that *we* could not grade: the grader's score is `None`, never a
+//!   silent 0, and it is never counted as the agent's failure.
 
 use std::fmt;
 
@@ -42,6 +42,8 @@ pub enum Status {
     JudgeInvalid,
     /// Infrastructure: a judge-based grader ran without a configured or reachable judge.
     JudgeUnavailable,
+    /// Infrastructure: a panel of judges split evenly (or too few answered); no majority.
+    JudgeSplit,
     /// Infrastructure: the grader itself failed (bad held-out data, a bug on our side).
     GraderError,
 }
@@ -54,6 +56,7 @@ impl Status {
             Status::EnvBroken
                 | Status::JudgeInvalid
                 | Status::JudgeUnavailable
+                | Status::JudgeSplit
                 | Status::GraderError
         )
     }
@@ -74,6 +77,7 @@ impl Status {
             Status::EnvBroken => "env_broken",
             Status::JudgeInvalid => "judge_invalid",
             Status::JudgeUnavailable => "judge_unavailable",
+            Status::JudgeSplit => "judge_split",
             Status::GraderError => "grader_error",
         }
     }
@@ -105,6 +109,7 @@ mod tests {
             Status::EnvBroken,
             Status::JudgeInvalid,
             Status::JudgeUnavailable,
+            Status::JudgeSplit,
             Status::GraderError,
         ]
         .into_iter()
@@ -116,6 +121,7 @@ mod tests {
                 Status::EnvBroken,
                 Status::JudgeInvalid,
                 Status::JudgeUnavailable,
+                Status::JudgeSplit,
                 Status::GraderError
             ]
         );
