@@ -174,12 +174,22 @@ pub struct SettingsArgs {
     /// The model proxy's configuration file (TOML: providers, routes, prices, scripts).
     #[arg(long)]
     pub proxy_config: Option<PathBuf>,
-    /// Judge model for judge-based graders (OpenAI-compatible API).
+    /// Judge model for judge-based graders (a panel of several: `[[judges]]` in the settings
+    /// file).
     #[arg(long)]
     pub judge_model: Option<String>,
-    /// Judge base URL up to the version (default https://api.openai.com/v1).
+    /// The judge's API: `openai` (Chat Completions, also vLLM and Ollama) or `anthropic`
+    /// (Messages). Default: openai.
+    #[arg(long)]
+    pub judge_api: Option<rubrics::judge::JudgeApi>,
+    /// Judge base URL up to the version (default: the API's public one, e.g.
+    /// https://api.openai.com/v1 or https://api.anthropic.com/v1).
     #[arg(long)]
     pub judge_base_url: Option<String>,
+    /// Environment variable holding the judge's key (default OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY by API; "" for a server without keys).
+    #[arg(long)]
+    pub judge_api_key_env: Option<String>,
     /// Workspace files over this many bytes go to an external (a2a:URL) agent as URLs served by
     /// the green agent, not inline (default 1048576).
     #[arg(long)]
@@ -213,8 +223,10 @@ impl SettingsArgs {
             venv: None,
             proxy_config: self.proxy_config.clone(),
             judge_model: self.judge_model.clone(),
+            judge_api: self.judge_api,
             judge_base_url: self.judge_base_url.clone(),
-            judge_api_key_env: None,
+            judge_api_key_env: self.judge_api_key_env.clone(),
+            judges: None,
             inline_file_max_bytes: self.inline_file_max_bytes,
             file_server_host: self.file_server_host.clone(),
             max_output_bytes: self.max_output_bytes,

@@ -46,12 +46,22 @@ pub struct Settings {
     /// The model proxy's own configuration (TOML: providers, routes, prices, scripts for the
     /// scripted mock model); default: Anthropic and OpenAI with keys from the environment.
     pub proxy_config: Option<PathBuf>,
-    /// Judge model for judge-based graders (none: they report `judge_unavailable`).
+    /// Judge model for judge-based graders (none, and no `judges`: they report
+    /// `judge_unavailable`).
     pub judge_model: Option<String>,
-    /// OpenAI-compatible base URL of the judge, up to the version.
-    pub judge_base_url: String,
-    /// Name of the environment variable holding the judge's API key (never the key).
+    /// The judge's API: `chat_completions` (OpenAI-compatible) or `anthropic_messages`.
+    #[serde(default)]
+    pub judge_api: rubrics::judge::JudgeApi,
+    /// Base URL of the judge, up to the version (none: the API's public one).
+    #[serde(default)]
+    pub judge_base_url: Option<String>,
+    /// Name of the environment variable holding the judge's API key (never the key); none: the
+    /// API's usual one (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`); empty: no key (local servers).
     pub judge_api_key_env: Option<String>,
+    /// A panel of judges voting by majority (TOML `[[judges]]` tables), instead of
+    /// `judge_model`. Each member's `api_key_env` follows the rule of `judge_api_key_env`.
+    #[serde(default)]
+    pub judges: Vec<rubrics::JudgeConfig>,
     /// Workspace files larger than this go to an external (`a2a:URL`) agent as `url` parts
     /// served by the green agent, not inline.
     #[serde(default = "default_inline_file_max_bytes")]
@@ -98,8 +108,10 @@ impl Default for Settings {
             venv: PathBuf::from(".venv"),
             proxy_config: None,
             judge_model: None,
-            judge_base_url: "https://api.openai.com/v1".into(),
-            judge_api_key_env: Some("OPENAI_API_KEY".into()),
+            judge_api: rubrics::judge::JudgeApi::default(),
+            judge_base_url: None,
+            judge_api_key_env: None,
+            judges: Vec::new(),
             inline_file_max_bytes: default_inline_file_max_bytes(),
             file_server_host: default_file_server_host(),
             max_output_bytes: default_max_output_bytes(),
@@ -127,8 +139,11 @@ pub struct Layer {
     pub venv: Option<PathBuf>,
     pub proxy_config: Option<PathBuf>,
     pub judge_model: Option<String>,
+    pub judge_api: Option<rubrics::judge::JudgeApi>,
     pub judge_base_url: Option<String>,
     pub judge_api_key_env: Option<String>,
+    /// TOML only: a panel of judges (`[[judges]]`).
+    pub judges: Option<Vec<rubrics::JudgeConfig>>,
     pub inline_file_max_bytes: Option<u64>,
     pub file_server_host: Option<String>,
     pub max_output_bytes: Option<u64>,
@@ -211,8 +226,10 @@ impl Layer {
             venv: get(env, "venv")?,
             proxy_config: get(env, "proxy_config")?,
             judge_model: get(env, "judge_model")?,
+            judge_api: get(env, "judge_api")?,
             judge_base_url: get(env, "judge_base_url")?,
             judge_api_key_env: get(env, "judge_api_key_env")?,
+            judges: None,
             inline_file_max_bytes: get(env, "inline_file_max_bytes")?,
             file_server_host: get(env, "file_server_host")?,
             max_output_bytes: get(env, "max_output_bytes")?,
@@ -239,7 +256,7 @@ impl Settings {
             cpus,
             memory_mb,
             venv,
-            judge_base_url,
+            judge_api,
             inline_file_max_bytes,
             file_server_host,
             max_output_bytes
@@ -249,6 +266,12 @@ impl Settings {
         }
         if l.judge_model.is_some() {
             self.judge_model = l.judge_model.clone();
+        }
+        if l.judge_base_url.is_some() {
+            self.judge_base_url = l.judge_base_url.clone();
+        }
+        if let Some(judges) = &l.judges {
+            self.judges = judges.clone();
         }
         if l.judge_api_key_env.is_some() {
             self.judge_api_key_env = l.judge_api_key_env.clone();
@@ -303,6 +326,14 @@ impl Settings {
                 reason: "must be at least 1".into(),
             });
         }
+        if self.judge_model.is_some() && !self.judges.is_empty() {
+            return Err(ConfigError::Invalid {
+                name: "judges",
+                reason:
+                    "both `judge_model` (one judge) and `[[judges]]` (a panel) are set; keep one"
+                        .into(),
+            });
+        }
         if self.cpus.is_nan() || self.cpus <= 0.0 {
             return Err(ConfigError::Invalid {
                 name: "cpus",
@@ -310,6 +341,35 @@ impl Settings {
             });
         }
         Ok(())
+    }
+
+    /// The judge configurations of this run: `judge_model` alone, else the `judges` panel
+    /// (empty: no judge). Key variables default to the API's usual one; an empty name means
+    /// no key.
+    pub fn judge_configs(&self) -> Vec<rubrics::JudgeConfig> {
+        fn key_env(explicit: Option<&String>, api: rubrics::judge::JudgeApi) -> Option<String> {
+            match explicit {
+                None => Some(api.default_key_env().to_owned()),
+                Some(v) if v.trim().is_empty() => None,
+                Some(v) => Some(v.clone()),
+            }
+        }
+        if let Some(model) = &self.judge_model {
+            let mut c = rubrics::JudgeConfig::for_api(
+                self.judge_api,
+                self.judge_base_url.clone().unwrap_or_default(),
+                model.clone(),
+            );
+            c.api_key_env = key_env(self.judge_api_key_env.as_ref(), self.judge_api);
+            return vec![c];
+        }
+        self.judges
+            .iter()
+            .map(|j| rubrics::JudgeConfig {
+                api_key_env: key_env(j.api_key_env.as_ref(), j.api),
+                ..j.clone()
+            })
+            .collect()
     }
 
     pub fn poll_interval(&self) -> Duration {
@@ -366,5 +426,81 @@ mod tests {
         )
         .expect_err("zero");
         assert!(e.to_string().contains("concurrency"), "{e}");
+    }
+
+    #[test]
+    fn judge_settings_one_model_or_a_panel() {
+        use rubrics::judge::JudgeApi;
+        // Defaults: no judge.
+        let s = Settings::resolve(None, &BTreeMap::new(), &Layer::default()).expect("defaults");
+        assert!(s.judge_configs().is_empty());
+        // One Anthropic judge from the environment: the API's URL and key variable.
+        let env = BTreeMap::from([
+            ("RB_JUDGE_MODEL".to_string(), "claude-judge".to_string()),
+            ("RB_JUDGE_API".to_string(), "anthropic".to_string()),
+        ]);
+        let s = Settings::resolve(None, &env, &Layer::default()).expect("env");
+        let c = s.judge_configs();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].api, JudgeApi::AnthropicMessages);
+        assert_eq!(c[0].effective_base_url(), "https://api.anthropic.com/v1");
+        assert_eq!(c[0].api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        // A local server without keys.
+        let flags = Layer {
+            judge_api: Some(JudgeApi::ChatCompletions),
+            judge_base_url: Some("http://127.0.0.1:11434/v1".into()),
+            judge_api_key_env: Some(String::new()),
+            ..Layer::default()
+        };
+        let c = Settings::resolve(None, &env, &flags)
+            .expect("flags")
+            .judge_configs();
+        assert_eq!(
+            (
+                c[0].api,
+                c[0].base_url.as_str(),
+                c[0].api_key_env.as_deref()
+            ),
+            (JudgeApi::ChatCompletions, "http://127.0.0.1:11434/v1", None)
+        );
+        assert!(
+            Settings::resolve(
+                None,
+                &BTreeMap::from([("RB_JUDGE_API".to_string(), "gemini".to_string())]),
+                &Layer::default()
+            )
+            .expect_err("unknown API")
+            .to_string()
+            .contains("RB_JUDGE_API")
+        );
+
+        // A panel from the settings file.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("rb.toml");
+        std::fs::write(
+            &file,
+            "[[judges]]\nmodel = \"gpt-j\"\n\n[[judges]]\napi = \"anthropic_messages\"\nmodel = \"claude-j\"\n\n[[judges]]\nbase_url = \"http://127.0.0.1:8000/v1\"\nmodel = \"local-j\"\napi_key_env = \"\"\n",
+        )
+        .expect("write");
+        let s = Settings::resolve(Some(&file), &BTreeMap::new(), &Layer::default()).expect("panel");
+        let c = s.judge_configs();
+        let got: Vec<(&str, Option<&str>)> = c
+            .iter()
+            .map(|j| (j.model.as_str(), j.api_key_env.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("gpt-j", Some("OPENAI_API_KEY")),
+                ("claude-j", Some("ANTHROPIC_API_KEY")),
+                ("local-j", None)
+            ]
+        );
+        // Both a single judge and a panel: refused, naming both.
+        let e = Settings::resolve(Some(&file), &env, &Layer::default()).expect_err("both");
+        assert!(
+            e.to_string().contains("judge_model") && e.to_string().contains("[[judges]]"),
+            "{e}"
+        );
     }
 }

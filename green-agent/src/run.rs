@@ -190,23 +190,24 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         return Err(RunError::AdapterMissing(adapter_bin));
     }
     let adapter_bin = std::fs::canonicalize(&adapter_bin).unwrap_or(adapter_bin);
-    let judge = match &plan.settings.judge_model {
-        Some(model) => {
-            let mut cfg =
-                rubrics::JudgeConfig::new(plan.settings.judge_base_url.clone(), model.clone());
-            cfg.api_key_env = plan.settings.judge_api_key_env.clone();
-            if let Some(var) = &cfg.api_key_env
-                && env.get(var).is_none_or(|v| v.is_empty())
-            {
-                return Err(RunError::Judge(format!(
-                    "the judge model {model} needs its API key in the environment variable {var}"
-                )));
-            }
-            Some(Arc::new(
-                rubrics::Judge::new(cfg).map_err(|e| RunError::Judge(e.to_string()))?,
-            ))
+    let judge_configs = plan.settings.judge_configs();
+    for cfg in &judge_configs {
+        if let Some(var) = &cfg.api_key_env
+            && env.get(var).is_none_or(|v| v.is_empty())
+        {
+            return Err(RunError::Judge(format!(
+                "the judge model {} needs its API key in the environment variable {var} \
+                 (set judge_api_key_env to \"\" for a server without keys)",
+                cfg.model
+            )));
         }
-        None => None,
+    }
+    let judge = if judge_configs.is_empty() {
+        None
+    } else {
+        Some(Arc::new(
+            rubrics::Judge::panel(judge_configs).map_err(|e| RunError::Judge(e.to_string()))?,
+        ))
     };
     let staged = crate::launch::stage_agents(
         &agents,

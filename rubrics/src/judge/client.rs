@@ -43,7 +43,8 @@ impl JudgeClient {
 
     /// Builds a client with an explicit key (tests, or a key from a secret store).
     pub fn with_key(config: JudgeConfig, api_key: Option<String>) -> Result<Self, JudgeError> {
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+        let base = config.effective_base_url();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(JudgeError::BadUrl(config.base_url.clone()));
         }
         if config.model.trim().is_empty() {

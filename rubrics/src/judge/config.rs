@@ -85,7 +85,8 @@ pub struct JudgeConfig {
     #[serde(default)]
     pub api: JudgeApi,
     /// Base URL up to the version, e.g. `https://api.openai.com/v1`,
-    /// `http://127.0.0.1:11434/v1` or `https://api.anthropic.com/v1`.
+    /// `http://127.0.0.1:11434/v1` or `https://api.anthropic.com/v1`; empty: the API's own.
+    #[serde(default)]
     pub base_url: String,
     pub model: String,
     /// Name of the environment variable holding the API key (never the key itself).
@@ -158,6 +159,15 @@ impl JudgeConfig {
         }
     }
 
+    /// The base URL requests go to (the API's public one when none is configured).
+    pub fn effective_base_url(&self) -> &str {
+        if self.base_url.trim().is_empty() {
+            self.api.default_base_url()
+        } else {
+            &self.base_url
+        }
+    }
+
     /// A judge speaking `api` at `base_url`.
     pub fn for_api(api: JudgeApi, base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
@@ -193,6 +203,9 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(c.api, JudgeApi::AnthropicMessages);
+        let bare: JudgeConfig =
+            toml::from_str("api = \"anthropic_messages\"\nmodel = \"m\"\n").expect("parses");
+        assert_eq!(bare.effective_base_url(), "https://api.anthropic.com/v1");
         assert_eq!((c.max_tokens, c.max_retries), (1024, 3));
         let p = c.price.expect("price");
         assert!((p.cost(1_000_000, 100_000) - 4.5).abs() < 1e-12);

@@ -21,7 +21,7 @@ pub struct Prompt {
 
 /// The endpoint a request goes to.
 pub fn endpoint(config: &JudgeConfig) -> String {
-    let base = config.base_url.trim_end_matches('/');
+    let base = config.effective_base_url().trim_end_matches('/');
     match config.api {
         JudgeApi::ChatCompletions => format!("{base}/chat/completions"),
         JudgeApi::AnthropicMessages => format!("{base}/messages"),
