@@ -17,12 +17,15 @@ use serde_json::{Value, json};
 const KEY: &str = "sk-judge-e2e-SECRET";
 const PHRASE: &str = "implicit Euler with adaptive steps";
 
+/// (key header, user prompt) of each request.
+type Seen = Arc<Mutex<Vec<(Option<String>, String)>>>;
+
 #[derive(Clone)]
 struct Judge {
     anthropic: bool,
     /// Always answers 0 (the dissenter).
     contrarian: bool,
-    seen: Arc<Mutex<Vec<(Option<String>, String)>>>,
+    seen: Seen,
 }
 
 async fn answer(
