@@ -238,53 +238,20 @@ async fn bad_settings_and_unknown_runs() {
 #[tokio::test]
 async fn a_judge_without_its_key() {
     let results = tempfile::tempdir().expect("tempdir");
-    let out = green(
-        &[
-            "run",
-            "--tasks",
-            "tasks/examples",
-            "--agents",
-            "oracle",
-            "--judge-model",
-            "gpt-5-mini",
-        ],
-        BTreeMap::new(),
-        results.path(),
-    )
-    .await;
-    assert_refused(&out, "OPENAI_API_KEY", results.path());
-    let out = green(
-        &[
-            "run",
-            "--tasks",
-            "tasks/examples",
-            "--agents",
-            "oracle",
-            "--judge-model",
-            "claude-judge",
-            "--judge-api",
-            "anthropic",
-        ],
-        BTreeMap::new(),
-        results.path(),
-    )
-    .await;
-    assert_refused(&out, "ANTHROPIC_API_KEY", results.path());
-    let out = green(
-        &[
-            "run",
-            "--tasks",
-            "tasks/examples",
-            "--agents",
-            "oracle",
-            "--judge-model",
-            "m",
-            "--judge-api",
-            "gemini",
-        ],
-        BTreeMap::new(),
-        results.path(),
-    )
-    .await;
-    assert_refused(&out, "unknown judge API", results.path());
+    for (judge_args, cause) in [
+        (&["--judge-model", "gpt-5-mini"][..], "OPENAI_API_KEY"),
+        (
+            &["--judge-model", "claude-judge", "--judge-api", "anthropic"][..],
+            "ANTHROPIC_API_KEY",
+        ),
+        (
+            &["--judge-model", "m", "--judge-api", "gemini"][..],
+            "unknown judge API",
+        ),
+    ] {
+        let mut args = vec!["run", "--tasks", "tasks/examples", "--agents", "oracle"];
+        args.extend_from_slice(judge_args);
+        let out = green(&args, BTreeMap::new(), results.path()).await;
+        assert_refused(&out, cause, results.path());
+    }
 }

@@ -41,6 +41,19 @@ pub struct CliOutput {
     pub stderr: String,
 }
 
+impl CliOutput {
+    /// Panics, showing both streams, unless the command exited with 0.
+    pub fn assert_success(&self) {
+        assert!(
+            self.exit.success(),
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.exit,
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
 /// Starts `green-agent ARGS` in the repository root with the test's environment plus `env`.
 pub fn spawn_green(args: &[&str], env: &BTreeMap<String, String>) -> SupervisedChild {
     let mut full: BTreeMap<String, String> = std::env::vars().collect();

@@ -28,13 +28,7 @@ async fn oracle_scores_one_and_nop_zero_on_the_bundled_suite() {
         Duration::from_secs(1800),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     assert!(
         out.stdout.contains("| oracle |"),
         "the summary table is printed:\n{}",

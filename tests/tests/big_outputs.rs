@@ -51,13 +51,7 @@ async fn a_workspace_over_the_output_cap_keeps_the_returned_files_that_fit() {
         Duration::from_secs(600),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let t = &report_json(results.path(), &run_id)["trials"][0];
     assert_eq!(t["outcome"], "completed", "{t}");
     assert_eq!(t["attempts"], 1, "{t}");

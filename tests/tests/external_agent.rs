@@ -99,13 +99,7 @@ async fn an_external_a2a_agent_is_assessed() {
     )
     .await;
     agent.kill_tree();
-    assert!(
-        out.exit.success(),
-        "{:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let t = &report_json(results.path(), &run_id)["trials"][0];
     assert_eq!(t["outcome"], "completed", "{t}");
     assert_eq!(t["score"].as_f64(), Some(1.0), "{t}");
@@ -184,13 +178,7 @@ async fn big_files_travel_as_url_parts_to_and_from_an_external_agent() {
     .await;
     let log = agent.stderr_tail();
     agent.kill_tree();
-    assert!(
-        out.exit.success(),
-        "{:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     assert!(
         log.contains("input file fetched by URL") && log.contains("data/big.bin"),
         "the agent did not fetch data/big.bin by URL: {log}"

@@ -69,13 +69,7 @@ async fn imported_tasks_pass_the_oracle_nop_gate() {
         Duration::from_secs(1200),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     assert!(
         out.stdout.contains(&format!(
             "{n} of {n} task(s) pass the gate",

@@ -184,13 +184,7 @@ check = { kind = "judge", hidden_criteria = "criteria.md", outputs = ["method.md
         Duration::from_secs(600),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let report = report_json(results.path(), &run_id);
     let trials = report["trials"].as_array().expect("trials");
     assert_eq!(trials.len(), 2);

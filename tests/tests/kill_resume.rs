@@ -85,13 +85,7 @@ async fn sigkill_then_resume_finishes_the_run() {
         Duration::from_secs(900),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "resume: {:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
 
     let store = Store::open_existing(&run_dir, &run_id)
         .await

@@ -62,13 +62,7 @@ async fn agents_reach_the_proxy_with_a_dummy_token_and_usage_is_recorded() {
         Duration::from_secs(600),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "{:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let report = report_json(results.path(), &run_id);
     let t = &report["trials"][0];
     assert_eq!(

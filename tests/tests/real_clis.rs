@@ -64,13 +64,7 @@ async fn claude_code_and_codex_run_in_containers_against_the_scripted_model() {
         Duration::from_secs(600),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "{:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let report = report_json(results.path(), &run_id);
     let trials = report["trials"].as_array().expect("trials");
     assert_eq!(trials.len(), 2);

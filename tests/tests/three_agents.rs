@@ -59,13 +59,7 @@ async fn success_hang_and_crash_side_by_side() {
         Duration::from_secs(600),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let report = report_json(results.path(), &run_id);
     let trials = report["trials"].as_array().expect("trials");
     assert_eq!(trials.len(), 3);
@@ -173,13 +167,7 @@ async fn a_silent_agent_is_stopped_at_the_inactivity_timeout() {
         Duration::from_secs(300),
     )
     .await;
-    assert!(
-        out.exit.success(),
-        "exit {:?}\n{}\n{}",
-        out.exit,
-        out.stdout,
-        out.stderr
-    );
+    out.assert_success();
     let t = &report_json(results.path(), &run_id)["trials"][0];
     assert_eq!(t["outcome"], "inactive", "{t}");
     assert_eq!(t["score"].as_f64(), Some(0.0), "still graded: {t}");
