@@ -3,7 +3,8 @@ mutants of the gold code.
 
 Usage: python3 prepare.py PROBLEMS_JSONL OUT_DIR MAX_MUTANTS_PER_STEP RUNNER_DIR
 Writes OUT_DIR/<pid>/cases.json, OUT_DIR/<pid>/gold.py, OUT_DIR/<pid>/mutants/<n>.py and
-OUT_DIR/manifest.json ([{"problem", "file", "step", "operator", "line"}]).
+OUT_DIR/manifest.json ([{"problem", "file", "step", "operator", "line", "before", "after"}],
+where before/after are the changed line as `ast.unparse` writes it).
 """
 
 import ast
@@ -224,8 +225,18 @@ def mutants(code, limit):
         ast.fix_missing_locations(mutated)
         text = ast.unparse(mutated)
         if text != original:
-            out.append((op, getattr(node, "lineno", 0), text))
+            before, after = changed_line(original, text)
+            out.append((op, getattr(node, "lineno", 0), text, before, after))
     return out
+
+
+def changed_line(original, mutated):
+    """The first line (normalised by `ast.unparse`) that differs: how a mutant is named in the
+    ledger of equivalent mutants."""
+    for a, b in zip(original.split("\n"), mutated.split("\n")):
+        if a != b:
+            return a.strip(), b.strip()
+    return "", ""
 
 
 def main():
@@ -258,7 +269,7 @@ def main():
             f.write(deps + "\n\n" + "\n\n".join(gold_codes) + "\n")
         n = 0
         for k, s in enumerate(steps):
-            for op, lineno, text in mutants(gold_codes[k], limit):
+            for op, lineno, text, before, after in mutants(gold_codes[k], limit):
                 codes = list(gold_codes)
                 codes[k] = text
                 name = "m%03d.py" % n
@@ -266,7 +277,8 @@ def main():
                 with open(os.path.join(d, "mutants", name), "w") as f:
                     f.write(deps + "\n\n" + "\n\n".join(codes) + "\n")
                 manifest.append({"problem": pid, "file": "%s/mutants/%s" % (pid, name),
-                                 "step": s["step_number"], "operator": op, "line": lineno})
+                                 "step": s["step_number"], "operator": op, "line": lineno,
+                                 "before": before, "after": after})
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f)
     print(json.dumps({"problems": len(set(m["problem"] for m in manifest)), "mutants": len(manifest)}))
