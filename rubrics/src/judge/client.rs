@@ -132,67 +132,62 @@ impl JudgeClient {
                 Ok(resp) => {
                     let status = resp.status();
                     if status.is_success() {
-                        let text = match resp.text().await {
-                            Ok(t) => t,
-                            Err(e) => {
-                                let reason =
-                                    format!("reading the answer failed: {}", redact_err(e));
-                                transport_failures += 1;
-                                if transport_failures > self.config.max_retries {
-                                    return Err(self.failure(
-                                        Status::JudgeUnavailable,
-                                        reason,
-                                        None,
+                        // An answer that cannot be read is a transport failure (retried below).
+                        match resp.text().await {
+                            Err(e) => (
+                                None,
+                                format!("reading the answer failed: {}", redact_err(e)),
+                            ),
+                            Ok(text) => match wire::parse_answer(api, &text, scale) {
+                                Ok(a) => {
+                                    return Ok(Verdict {
+                                        score: a.score,
+                                        justification: a.justification,
                                         attempts,
-                                    ));
+                                        prompt_tokens: a.input_tokens,
+                                        completion_tokens: a.output_tokens,
+                                        cost_usd: self
+                                            .config
+                                            .price
+                                            .map(|p| p.cost(a.input_tokens, a.output_tokens)),
+                                        model: self.config.model.clone(),
+                                        votes: Vec::new(),
+                                    });
                                 }
-                                self.backoff(transport_failures, None).await;
-                                continue;
-                            }
-                        };
-                        match wire::parse_answer(api, &text, scale) {
-                            Ok(a) => {
-                                return Ok(Verdict {
-                                    score: a.score,
-                                    justification: a.justification,
-                                    attempts,
-                                    prompt_tokens: a.input_tokens,
-                                    completion_tokens: a.output_tokens,
-                                    cost_usd: self
-                                        .config
-                                        .price
-                                        .map(|p| p.cost(a.input_tokens, a.output_tokens)),
-                                    model: self.config.model.clone(),
-                                    votes: Vec::new(),
-                                });
-                            }
-                            Err(reason) => {
-                                invalid += 1;
-                                tracing::warn!(model = %self.config.model, attempts, %reason, "judge answer broke the protocol");
-                                if invalid > self.config.max_invalid_retries {
-                                    return Err(self.failure(
-                                        Status::JudgeInvalid,
-                                        reason,
-                                        Some(cap_text(&text, 2000)),
-                                        attempts,
-                                    ));
+                                Err(reason) => {
+                                    invalid += 1;
+                                    tracing::warn!(model = %self.config.model, attempts, %reason, "judge answer broke the protocol");
+                                    if invalid > self.config.max_invalid_retries {
+                                        return Err(self.failure(
+                                            Status::JudgeInvalid,
+                                            reason,
+                                            Some(cap_text(&text, 2000)),
+                                            attempts,
+                                        ));
+                                    }
+                                    continue;
                                 }
-                                continue;
-                            }
+                            },
                         }
+                    } else {
+                        let retry_after = resp
+                            .headers()
+                            .get(reqwest::header::RETRY_AFTER)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.trim().parse::<u64>().ok());
+                        let text = resp.text().await.unwrap_or_default();
+                        let reason = format!("HTTP {status}: {}", cap_text(&text, 300));
+                        // 429 and 5xx (Anthropic's 529 "overloaded" included) are transient.
+                        if !(status.as_u16() == 429 || status.is_server_error()) {
+                            return Err(self.failure(
+                                Status::JudgeUnavailable,
+                                reason,
+                                None,
+                                attempts,
+                            ));
+                        }
+                        (retry_after, reason)
                     }
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    let text = resp.text().await.unwrap_or_default();
-                    let reason = format!("HTTP {status}: {}", cap_text(&text, 300));
-                    // 429 and 5xx (Anthropic's 529 "overloaded" included) are transient.
-                    if !(status.as_u16() == 429 || status.is_server_error()) {
-                        return Err(self.failure(Status::JudgeUnavailable, reason, None, attempts));
-                    }
-                    (retry_after, reason)
                 }
             };
             transport_failures += 1;

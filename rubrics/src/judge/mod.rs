@@ -178,10 +178,6 @@ impl Judge {
         Ok(Self { members })
     }
 
-    pub fn members(&self) -> &[JudgeClient] {
-        &self.members
-    }
-
     /// The most bytes of one agent file any member is shown (how much graders read).
     pub fn max_file_bytes(&self) -> usize {
         self.members
@@ -189,11 +185,6 @@ impl Judge {
             .map(|m| m.config().max_file_bytes)
             .max()
             .unwrap_or(0)
-    }
-
-    /// The prompt the first member is sent (members differ only in their file caps).
-    pub fn prompt(&self, req: &JudgeRequest) -> Prompt {
-        prompt::build(req, self.members[0].config().max_file_bytes)
     }
 
     /// Asks every member concurrently and combines their answers (a single judge's answer is
