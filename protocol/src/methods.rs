@@ -369,6 +369,41 @@ pub struct ListTasksResponse {
     pub total_size: i32,
 }
 
+impl ListTasksResponse {
+    /// The page of `tasks` (filtered and ordered by the server) that `req` asks for. A page
+    /// token is the offset of its page as issued in `nextPageToken` (`offset-N`); any other
+    /// token is `InvalidParams`. `pageSize` is clamped to 1-100 (default 50).
+    pub fn page(mut tasks: Vec<Task>, req: &ListTasksRequest) -> Result<Self, crate::A2aError> {
+        let total = tasks.len();
+        let offset = match req.page_token.as_deref().filter(|t| !t.is_empty()) {
+            None => 0,
+            Some(token) => token
+                .strip_prefix("offset-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n > 0 && *n < total)
+                .ok_or_else(|| {
+                    crate::A2aError::InvalidParams(format!(
+                        "pageToken {token:?} was not issued here; use a nextPageToken from a previous ListTasks, or none"
+                    ))
+                })?,
+        };
+        let size = usize::try_from(req.page_size.unwrap_or(50).clamp(1, 100)).unwrap_or(50);
+        tasks.drain(..offset);
+        tasks.truncate(size);
+        let next = offset + tasks.len();
+        Ok(Self {
+            page_size: i32::try_from(tasks.len()).unwrap_or(i32::MAX),
+            total_size: i32::try_from(total).unwrap_or(i32::MAX),
+            tasks,
+            next_page_token: if next < total {
+                format!("offset-{next}")
+            } else {
+                String::new()
+            },
+        })
+    }
+}
+
 /// `SubscribeToTask` params (0.3: `tasks/resubscribe`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -231,6 +231,11 @@ fn to_dialect(dialect: Dialect, method: &str, result: &Value) -> Value {
     }
 }
 
+/// How often a quiet stream sends a keep-alive comment: under the 5 s read timeout of httpx's
+/// default client (what the official Python a2a-sdk uses), so a stream whose agent works for
+/// minutes between events is not taken as dead.
+pub const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The stream as server-sent events: one JSON-RPC success response per event (comments keep
 /// the connection alive while the agent is quiet).
 fn sse(id: Value, dialect: Dialect, method: &'static str, events: EventStream) -> Response {
@@ -247,7 +252,7 @@ fn sse(id: Value, dialect: Dialect, method: &'static str, events: EventStream) -
             .map_err(|e| std::io::Error::other(e.to_string()))
     });
     Sse::new(events)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }
 

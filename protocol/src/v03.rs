@@ -12,7 +12,8 @@
 //! `mediaType`; bare Task/Message results where 1.0 wraps them (`{"task": …}`); `blocking`
 //! where 1.0 has `returnImmediately`; a `final` flag on status updates; the card's `url`,
 //! `preferredTransport`, `protocolVersion`, `additionalInterfaces`, `security` and
-//! OpenAPI-style `securitySchemes`.
+//! OpenAPI-style `securitySchemes` (a served card carries both forms of its security: 0.3's
+//! fields beside each 1.0 one-key scheme object, `security` beside `securityRequirements`).
 //!
 //! What 0.3 cannot carry (dropped on the way to 0.3): `filename`/`mediaType` of text and data
 //! parts, a data part whose value is not an object (wrapped as `{"value": …}`), the role
@@ -349,6 +350,78 @@ pub fn card_add_v03(card: &mut Value) {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     c.insert("supportsAuthenticatedExtendedCard".into(), json!(extended));
+    add_v03_security(c);
+}
+
+/// The 1.0 one-key scheme objects, by their 0.3 `type`.
+const SCHEME_KINDS: [(&str, &str); 5] = [
+    ("apiKeySecurityScheme", "apiKey"),
+    ("httpAuthSecurityScheme", "http"),
+    ("oauth2SecurityScheme", "oauth2"),
+    ("openIdConnectSecurityScheme", "openIdConnect"),
+    ("mtlsSecurityScheme", "mutualTLS"),
+];
+
+/// Writes 0.3's security beside 1.0's, so a 0.3 client can read (and meet) it: each
+/// `securitySchemes` entry also gets the OpenAPI-style fields 0.3 reads (`type`, `in` for an
+/// API key's location, the rest as they are; 1.0 readers ignore them, and 0.3 readers the
+/// one-key object), and `securityRequirements` (card and skills) is also written as 0.3's
+/// `security` (`[{name: [scopes]}]`).
+fn add_v03_security(c: &mut Obj) {
+    if let Some(Value::Object(schemes)) = c.get_mut("securitySchemes") {
+        for scheme in schemes.values_mut() {
+            let Some(s) = scheme.as_object_mut() else {
+                continue;
+            };
+            let Some((key, kind)) = SCHEME_KINDS.iter().find(|(k, _)| s.contains_key(*k)) else {
+                continue;
+            };
+            let mut flat = obj(&s[*key]);
+            if let Some(loc) = flat.remove("location") {
+                flat.insert("in".into(), loc);
+            }
+            flat.insert("type".into(), json!(kind));
+            for (k, v) in flat {
+                s.entry(k).or_insert(v);
+            }
+        }
+    }
+    if let Some(req) = c.get("securityRequirements") {
+        let sec = requirements_to_v03(req);
+        c.entry("security").or_insert(sec);
+    }
+    if let Some(Value::Array(skills)) = c.get_mut("skills") {
+        for skill in skills.iter_mut() {
+            if let Some(s) = skill.as_object_mut()
+                && let Some(req) = s.get("securityRequirements")
+            {
+                let sec = requirements_to_v03(req);
+                s.entry("security").or_insert(sec);
+            }
+        }
+    }
+}
+
+/// 1.0's `[{"schemes": {name: {"list": [scopes]}}}]` as 0.3's `[{name: [scopes]}]`.
+fn requirements_to_v03(req: &Value) -> Value {
+    let list = req.as_array().cloned().unwrap_or_default();
+    Value::Array(
+        list.iter()
+            .map(|r| {
+                let out: Obj = r
+                    .get("schemes")
+                    .map(obj)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, scopes)| {
+                        let scopes = scopes.get("list").cloned().unwrap_or_else(|| json!([]));
+                        (name, scopes)
+                    })
+                    .collect();
+                Value::Object(out)
+            })
+            .collect(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -659,6 +732,11 @@ fn requirements_from_v03(sec: &Value) -> Value {
 
 fn scheme_from_v03(scheme: &Value) -> Value {
     let mut s = obj(scheme);
+    // A scheme written in both forms (as our cards are): the 1.0 object is the scheme.
+    if let Some((key, _)) = SCHEME_KINDS.iter().find(|(k, _)| s.contains_key(*k)) {
+        let inner = s.remove(*key).unwrap_or_else(|| json!({}));
+        return json!({ *key: inner });
+    }
     let Some(Value::String(kind)) = s.remove("type") else {
         return scheme.clone();
     };

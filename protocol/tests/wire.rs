@@ -690,3 +690,109 @@ fn same_json(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// A served card carries its security in both versions' forms: the official 0.3 SDK reads
+/// every scheme (by its `type`) and the requirements (`security`), the 1.0 SDK reads the
+/// one-key scheme objects and `securityRequirements`, and our reader gets back exactly the
+/// card's 1.0 security (1.0 → served → 1.0 is lossless).
+#[test]
+fn served_card_security_is_read_by_both_sdk_versions() {
+    let original = card();
+    let served = a2a_protocol::server::card_json(&original, Some("agent.example:8700"));
+    // 0.3's form beside 1.0's.
+    let schemes = served["securitySchemes"].as_object().unwrap();
+    assert_eq!(schemes["bearer"]["type"], "http");
+    assert_eq!(schemes["bearer"]["scheme"], "Bearer");
+    assert_eq!(schemes["bearer"]["bearerFormat"], "JWT");
+    assert_eq!(schemes["apiKey"]["type"], "apiKey");
+    assert_eq!(schemes["apiKey"]["in"], "header");
+    assert_eq!(schemes["oidc"]["type"], "openIdConnect");
+    assert_eq!(schemes["mtls"]["type"], "mutualTLS");
+    assert_eq!(schemes["oauth"]["type"], "oauth2");
+    assert_eq!(
+        schemes["oauth"]["flows"]["authorizationCode"]["tokenUrl"],
+        "https://auth.example.org/token"
+    );
+    assert_eq!(
+        served["skills"][0]["security"],
+        json!([{"bearer": [], "oauth": ["read"]}])
+    );
+    // Our reader: the same security as the card's.
+    let back: AgentCard =
+        serde_json::from_value(a2a_protocol::v03::card_from_v03(&served)).unwrap();
+    assert_eq!(back.security_schemes, original.security_schemes);
+    assert_eq!(back.security_requirements, original.security_requirements);
+    assert_eq!(
+        back.skills[0].security_requirements,
+        original.skills[0].security_requirements
+    );
+    // The official SDKs, 0.3 and 1.x, each read the card with every scheme.
+    let check03 = r#"
+import json, sys
+from a2a.types import AgentCard
+card = AgentCard.model_validate(json.load(sys.stdin))
+print(json.dumps({"schemes": sorted((k, v.root.type) for k, v in (card.security_schemes or {}).items()),
+                  "skill_security": card.skills[0].security}))
+"#;
+    let check1 = r#"
+import json, sys
+from google.protobuf.json_format import ParseDict
+from a2a.types import AgentCard
+card = ParseDict(json.load(sys.stdin), AgentCard(), ignore_unknown_fields=True)
+print(json.dumps({"schemes": sorted((k, v.WhichOneof("scheme")) for k, v in card.security_schemes.items())}))
+"#;
+    let run = |python: std::path::PathBuf, script: &str| -> Value {
+        let mut child = Command::new(python)
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(served.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v03 = run(common::venv03_python(), check03);
+    assert_eq!(
+        v03["schemes"],
+        json!([
+            ["apiKey", "apiKey"],
+            ["bearer", "http"],
+            ["device", "oauth2"],
+            ["machine", "oauth2"],
+            ["mtls", "mutualTLS"],
+            ["oauth", "oauth2"],
+            ["oidc", "openIdConnect"]
+        ]),
+        "{v03}"
+    );
+    assert_eq!(
+        v03["skill_security"],
+        json!([{"bearer": [], "oauth": ["read"]}])
+    );
+    let v1 = run(common::venv_python(), check1);
+    assert_eq!(
+        v1["schemes"],
+        json!([
+            ["apiKey", "api_key_security_scheme"],
+            ["bearer", "http_auth_security_scheme"],
+            ["device", "oauth2_security_scheme"],
+            ["machine", "oauth2_security_scheme"],
+            ["mtls", "mtls_security_scheme"],
+            ["oauth", "oauth2_security_scheme"],
+            ["oidc", "open_id_connect_security_scheme"]
+        ]),
+        "{v1}"
+    );
+}
