@@ -176,7 +176,8 @@ impl RunningProxy {
         )
     }
 
-    /// Registers a trial with options (budget, provider override, record, replay).
+    /// Registers a trial with options (budget, provider override, record, replay, a token to
+    /// reuse).
     pub fn register_trial_with(
         &self,
         trial_id: &str,
@@ -191,10 +192,18 @@ impl RunningProxy {
             Some(p) => Some(ReplayLog::new(load_recording(p)?, options.replay_match)),
             None => None,
         };
+        let reused = match options.reuse_token.as_deref() {
+            Some(t) => Some(TrialToken::reused(t).ok_or_else(|| {
+                ProxyError::Config(format!(
+                    "trial {trial_id}: the token to reuse is not one this proxy issues (rb-trial-<uuid>)"
+                ))
+            })?),
+            None => None,
+        };
         let state = TrialState::new(trial_id, options, recorder, replay);
         let token = self
             .trials
-            .insert(state)
+            .insert(state, reused)
             .ok_or_else(|| ProxyError::DuplicateTrial(trial_id.to_string()))?;
         self.ledger.count_trial();
         Ok(token)

@@ -29,6 +29,10 @@ pub struct TrialOptions {
     pub replay_from: Option<PathBuf>,
     /// How recorded calls are matched to requests during replay.
     pub replay_match: ReplayMatch,
+    /// Register under this token instead of a new one: the token an agent still holds after
+    /// the process that registered it died (a resumed run re-registers the trials it
+    /// reattaches to). Must be a token this proxy could have issued (`rb-trial-<uuid>`).
+    pub reuse_token: Option<String>,
 }
 
 /// The dummy credential an agent uses: `rb-trial-<uuid>`. It identifies the trial and is worth
@@ -39,6 +43,13 @@ pub struct TrialToken(String);
 impl TrialToken {
     fn generate() -> Self {
         Self(format!("rb-trial-{}", uuid::Uuid::new_v4()))
+    }
+
+    /// A token issued earlier (by this proxy or a predecessor), if it has the issued form.
+    pub(crate) fn reused(text: &str) -> Option<Self> {
+        let uuid = text.strip_prefix("rb-trial-")?;
+        uuid::Uuid::parse_str(uuid).ok()?;
+        Some(Self(text.to_owned()))
     }
 
     /// The token text, to put in the agent's environment.
@@ -109,13 +120,21 @@ struct Registry {
 }
 
 impl Trials {
-    /// Registers a trial; `None` when the id is registered already.
-    pub(crate) fn insert(&self, state: TrialState) -> Option<TrialToken> {
+    /// Registers a trial under `token` (a new one when `None`); `None` when the id, or the
+    /// token, is registered already.
+    pub(crate) fn insert(
+        &self,
+        state: TrialState,
+        token: Option<TrialToken>,
+    ) -> Option<TrialToken> {
         let mut r = lock(&self.inner);
         if r.by_id.contains_key(&state.id) {
             return None;
         }
-        let token = TrialToken::generate();
+        let token = token.unwrap_or_else(TrialToken::generate);
+        if r.by_token.contains_key(&token.0) {
+            return None;
+        }
         r.by_id.insert(state.id.clone(), token.0.clone());
         r.by_token.insert(token.0.clone(), Arc::new(state));
         Some(token)

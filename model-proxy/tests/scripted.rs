@@ -379,3 +379,28 @@ async fn recorded_traffic_replays_byte_for_byte_without_a_provider() {
         originals[0]
     );
 }
+
+/// A resumed run re-registers a trial under the token its agent still holds: a second proxy
+/// (the first one's process is gone) answers that token, refuses a token of another form,
+/// and a token registered already cannot be taken by a second trial.
+#[tokio::test]
+async fn a_trial_is_re_registered_under_the_token_its_agent_holds() {
+    let (up, first, token) = setup().await;
+    drop(first);
+    let second = proxy_to(&up.url(), scripts()).await;
+    let options = |t: &str| TrialOptions {
+        reuse_token: Some(t.to_owned()),
+        ..Default::default()
+    };
+    let again = second
+        .register_trial_with("t", options(&token))
+        .expect("re-register");
+    assert_eq!(again.as_str(), token);
+    let answer = body(&second, "/v1/messages", &token, &claude_req(false)).await;
+    assert!(answer.contains("tool_use"), "{answer}");
+    assert_eq!(second.usage("t").expect("usage").requests, 1);
+    let bogus = second.register_trial_with("u", options("sk-ant-not-ours"));
+    assert!(bogus.is_err(), "only rb-trial-<uuid> tokens are reused");
+    let taken = second.register_trial_with("v", options(&token));
+    assert!(taken.is_err(), "one token, one trial");
+}
