@@ -39,6 +39,28 @@ pub enum SandboxError {
         subnet: String,
         docker: String,
     },
+    /// The swarm backend needs the engine to be an active Swarm manager.
+    #[error(
+        "the Docker engine cannot run Swarm services: {detail}; make it a Swarm manager (`docker swarm init`, one node is enough) or use `--backend docker`"
+    )]
+    SwarmUnavailable { detail: String },
+    /// Swarm could not schedule or start a service's task (no node with the resources or
+    /// matching the constraints, a task that failed to start, or one still waiting at the
+    /// deadline).
+    #[error("Swarm could not run service `{service}`: {detail}")]
+    Scheduling { service: String, detail: String },
+    /// A Swarm service's task was taken off its node by the orchestrator: the node was
+    /// drained, went down or was removed. What ran there is gone (an infrastructure failure).
+    #[error(
+        "service `{service}` lost its task: node {node} ({node_id}) left: {why}; what ran there is gone"
+    )]
+    NodeLost {
+        service: String,
+        /// The node's hostname (its id when unknown).
+        node: String,
+        node_id: String,
+        why: String,
+    },
     #[error("path `{path}` is outside the sandbox (no `..`, no symlink leaving the copied tree)")]
     PathOutsideSandbox { path: String },
     #[error("`{path}` holds at least {size} bytes, over the copy-out cap of {cap} bytes")]
@@ -63,10 +85,17 @@ pub enum SandboxError {
         step: String,
         detail: String,
     },
+    /// Another process holds the owner lock; `holder` is what it wrote into the lock file.
+    #[error("{path} is locked by another process ({holder})")]
+    LockHeld { path: PathBuf, holder: String },
     #[error("could not spawn `{program}`")]
     Spawn {
         program: String,
         #[source]
         source: std::io::Error,
     },
+    /// The kube backend (`sandbox::kube`): API failures, pods that cannot start, and the
+    /// parts it does not implement.
+    #[error(transparent)]
+    Kube(Box<crate::kube::KubeError>),
 }

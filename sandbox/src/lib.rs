@@ -1,6 +1,9 @@
 //! Isolated execution for the platform: the **only** crate that talks to Docker or spawns processes.
 //!
-//! [`DockerBackend`] (through bollard) implements [`Backend`]. Higher crates create a
+//! [`DockerBackend`] (containers, through bollard) and [`SwarmBackend`] (Docker Swarm services
+//! on per-trial overlays; files and execs still through this node's engine) implement
+//! [`Backend`]; so does [`KubeBackend`], a skeleton over kube-rs (Pods and NetworkPolicies,
+//! tested against a mock API server only, never run on a cluster, exec and copies not built). Higher crates create a
 //! [`Sandbox`] from a [`SandboxSpec`], copy files in, [`Sandbox::exec`] commands with deadlines
 //! and output caps, copy outputs out, and remove it.
 //!
@@ -11,8 +14,12 @@
 //! one upload.
 //!
 //! Modules: [`child`] (a supervised host process: own process group, streamed stdout, tree
-//! kill), [`docker`] (the backend), [`images`] (offline image builds and name resolution),
-//! [`SignalReaper`] (SIGINT/SIGTERM → remove a run's objects; the caller exits).
+//! kill), [`docker`] (the backend), [`swarm`] (the Swarm backend), [`images`] (offline image
+//! builds and name resolution), [`SignalReaper`] (SIGINT/SIGTERM → remove a run's objects; the
+//! caller exits), [`OwnerLock`] (the `flock` whose holder owns a run's objects),
+//! [`Backend::adopt`] (a resumed run takes over its live agent containers), [`Capacity`]
+//! ([`Backend::capacity`]: what the backend's nodes hold, and the arithmetic of fitting a
+//! trial's sandboxes into it).
 
 // `sandbox` is the one crate that spawns processes and talks to Docker (clippy.toml).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -26,15 +33,23 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod capacity;
 pub mod child;
 pub mod docker;
 mod error;
 pub mod images;
+pub mod kube;
+mod owner_lock;
 mod signals;
+pub mod swarm;
 mod tarball;
+pub use capacity::{Bytes, Capacity, Needs, NeverFits, NodeCapacity, Room};
 pub use docker::{DockerBackend, SubnetPool};
 pub use error::SandboxError;
+pub use kube::KubeBackend;
+pub use owner_lock::OwnerLock;
 pub use signals::{Signal, SignalReaper};
+pub use swarm::SwarmBackend;
 
 /// Label keys every platform-owned Docker object carries (containers, networks, volumes).
 pub mod labels {
@@ -51,6 +66,10 @@ pub mod labels {
     /// Start time of the owner process (clock ticks since boot, `/proc/PID/stat` field 22), so
     /// a reused pid is not mistaken for a live owner.
     pub const OWNER_START: &str = "org.research-bench.owner-start";
+    /// The owner lock file the creating process held ([`super::OwnerLock`]): the object stays
+    /// alive while anyone holds that lock, even after its creator died (a resumed run adopts
+    /// its containers).
+    pub const OWNER_LOCK: &str = "org.research-bench.owner-lock";
 }
 
 /// What a sandbox is used for; recorded as a label and in logs.
@@ -322,6 +341,19 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     async fn host_address(&self) -> Result<IpAddr, SandboxError>;
     /// Whether the main process is still running; its exit code once it is not.
     async fn main_exit(&self) -> Result<Option<i64>, SandboxError>;
+    /// Waits until the main process has exited and returns its exit code. Backends that can
+    /// be told of the exit (Docker's wait API) answer without polling; this default polls
+    /// [`Sandbox::main_exit`] with a backoff capped at one second.
+    async fn wait_exit(&self) -> Result<i64, SandboxError> {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            if let Some(code) = self.main_exit().await? {
+                return Ok(code);
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+    }
     /// Stops the main process: SIGTERM, then SIGKILL after `grace`.
     async fn stop(&self, grace: Duration) -> Result<(), SandboxError>;
     /// Stops (if needed) and deletes the sandbox and everything it holds. Idempotent.
@@ -331,10 +363,28 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
 /// A way of creating sandboxes.
 #[async_trait]
 pub trait Backend: Send + Sync + fmt::Debug {
-    /// The backend's name (`"docker"`).
+    /// The backend's name (`"docker"`, `"swarm"`).
     fn name(&self) -> &'static str;
     /// Creates and starts a sandbox.
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError>;
+    /// Creates a sandbox holding `files` (as [`Sandbox::copy_in_many`] copies them) before its
+    /// main process starts, then starts it. The Docker backend sends the working directory and
+    /// every file in one upload to the created container; this default creates, then copies
+    /// (the sandbox is removed again when the copy fails).
+    async fn create_with(
+        &self,
+        spec: SandboxSpec,
+        files: &[CopyIn],
+    ) -> Result<Box<dyn Sandbox>, SandboxError> {
+        let sb = self.create(spec).await?;
+        if let Err(e) = sb.copy_in_many(files).await {
+            if let Err(cleanup) = sb.remove().await {
+                tracing::warn!(sandbox = sb.id(), error = %cleanup, "removing a half-created sandbox failed");
+            }
+            return Err(e);
+        }
+        Ok(sb)
+    }
     /// Creates an internal network for one trial or run, from which sandboxes reach
     /// `allowed_endpoint` (a host port, e.g. the model proxy) and nothing else.
     async fn create_network(
@@ -343,9 +393,43 @@ pub trait Backend: Send + Sync + fmt::Debug {
         allowed_host_port: Option<u16>,
     ) -> Result<NetworkHandle, SandboxError>;
     async fn remove_network(&self, network: &NetworkHandle) -> Result<(), SandboxError>;
-    /// Removes every object labelled with a run whose owner process is dead, or all of
-    /// `run_id`'s when given. Returns how many objects were removed.
+    /// Removes every object labelled with a run whose owner is dead (its process gone and its
+    /// [`OwnerLock`] free), except the agent objects parked for a resume
+    /// ([`OwnerLock::parked`]); or all of `run_id`'s when given. Returns how many objects
+    /// were removed.
     async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError>;
     /// Whether the image exists locally (no pulls: there is no registry).
     async fn image_exists(&self, image: &str) -> Result<bool, SandboxError>;
+    /// Takes over what a dead owner of `run_id` left (call it holding the run's
+    /// [`OwnerLock`], so no other reaper takes them meanwhile): every container of the run with
+    /// the [`Role::Agent`] role and a trial label (running, or stopped: its workspace can
+    /// still be copied out; [`Sandbox::main_exit`] tells) comes back with its network;
+    /// every other object of the run (graders, networks no adopted container is attached to)
+    /// is removed. The caller removes what it adopts once done with it.
+    async fn adopt(&self, run_id: &str) -> Result<Adoption, SandboxError>;
+    /// What the backend's nodes can hold now: each node's CPUs and memory, the memory its
+    /// tasks reserve (by run), and which nodes take sandboxes. The docker backend reports the
+    /// local engine (`NCPU`, `MemTotal`; nothing reserved); Swarm every node. This default
+    /// knows nothing ([`Capacity::unknown`]: bounds nothing).
+    async fn capacity(&self) -> Result<Capacity, SandboxError> {
+        Ok(Capacity::unknown())
+    }
+}
+
+/// A live agent sandbox taken over from a dead owner ([`Backend::adopt`]).
+#[derive(Debug)]
+pub struct Adopted {
+    /// The trial its labels name.
+    pub trial_id: String,
+    pub sandbox: Box<dyn Sandbox>,
+    /// Its internal network (its `allowed_endpoint` is unknown: `None`).
+    pub network: Option<NetworkHandle>,
+}
+
+/// What [`Backend::adopt`] found.
+#[derive(Debug, Default)]
+pub struct Adoption {
+    pub agents: Vec<Adopted>,
+    /// Objects of the run removed (not adoptable).
+    pub removed: usize,
 }

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::ListContainersOptions;
-use common::{backend, python_image, run_id, spec, text};
+use common::{
+    backend, banner_at, host_listeners, python_image, reach_probe, run_id, serve_8700, spec, text,
+};
 use sandbox::{Backend, DockerBackend, ExecRequest, Limits, NetworkPolicy, SandboxError, labels};
 
 fn exec(argv: &[&str]) -> ExecRequest {
@@ -369,22 +371,7 @@ async fn internal_network_reaches_only_the_allowed_host_port() {
     let image = python_image(&backend).await;
     let run = run_id("internal");
     let owner = spec(&image, &run).owner;
-    let allowed = tokio::net::TcpListener::bind("0.0.0.0:0")
-        .await
-        .expect("bind");
-    let forbidden = tokio::net::TcpListener::bind("0.0.0.0:0")
-        .await
-        .expect("bind");
-    let allowed_port = allowed.local_addr().expect("addr").port();
-    let forbidden_port = forbidden.local_addr().expect("addr").port();
-    for listener in [allowed, forbidden] {
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                use tokio::io::AsyncWriteExt;
-                let _ = conn.write_all(b"hello from host\n").await;
-            }
-        });
-    }
+    let (allowed_port, forbidden_port) = host_listeners().await;
     let net = backend
         .create_network(&owner, Some(allowed_port))
         .await
@@ -397,31 +384,16 @@ async fn internal_network_reaches_only_the_allowed_host_port() {
     let mut s = spec(&image, &run);
     s.network = NetworkPolicy::Internal(net.clone());
     // The main process serves a port the host must reach.
-    s.command = Some(vec![
-        "python3".into(),
-        "-c".into(),
-        "import socket\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('0.0.0.0', 8700)); s.listen()\nwhile True:\n    c, _ = s.accept(); c.sendall(b'hello from sandbox\\n'); c.close()\n".into(),
-    ]);
+    s.command = Some(serve_8700());
     let sb = backend.create(s).await.expect("create");
 
-    let probe = format!(
-        "import socket\n\
-         def probe(ip, port):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection((ip, port), timeout=1)\n\
-         \x20       print('ok', ip, port, c.recv(100).decode().strip())\n\
-         \x20   except OSError as e:\n\
-         \x20       print('blocked', ip, port, e.errno)\n\
-         probe('{gateway}', {allowed_port})\n\
-         probe('{gateway}', {forbidden_port})\n\
-         probe('{outside}', {allowed_port})\n\
-         probe('{outside}', {forbidden_port})\n\
-         probe('1.1.1.1', 53)\n\
-         try:\n\
-         \x20   socket.getaddrinfo('deb.debian.org', 80); print('resolved')\n\
-         except OSError:\n\
-         \x20   print('no-resolve')\n"
-    );
+    let probe = reach_probe(&[
+        (&gateway, allowed_port),
+        (&gateway, forbidden_port),
+        (&outside, allowed_port),
+        (&outside, forbidden_port),
+        ("1.1.1.1", 53),
+    ]);
     let out = sb
         .exec(exec(&["python3", "-c", &probe]))
         .await
@@ -449,25 +421,11 @@ async fn internal_network_reaches_only_the_allowed_host_port() {
 
     // The host reaches the sandbox's port at its address on the network.
     let addr = sb.host_address().await.expect("host address");
-    let mut reply = String::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match tokio::net::TcpStream::connect((addr, 8700)).await {
-            Ok(mut conn) => {
-                use tokio::io::AsyncReadExt;
-                conn.read_to_string(&mut reply).await.expect("read");
-                break;
-            }
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "host cannot reach {addr}:8700: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-    assert_eq!(reply, "hello from sandbox\n");
+    let reply = banner_at(addr, Duration::from_secs(10)).await;
+    assert_eq!(
+        reply, "hello from sandbox\n",
+        "the host reaches {addr}:8700"
+    );
 
     sb.remove().await.expect("remove");
     backend.remove_network(&net).await.expect("remove network");
@@ -1132,4 +1090,73 @@ async fn copy_in_is_one_upload_and_keeps_its_ownership_rules() {
         "1000:1000 755 /tmp/x\n1000:1000 755 /tmp/x/y/z\n1000:1000 644 /tmp/x/y/z/a/b/f.txt\n1000:1000 644 /workspace/a/b/f.txt\n"
     );
     sb.remove().await.expect("remove");
+}
+
+/// `create_with`: the working directory and the files are in place before the main process
+/// starts (it sees them at once), sent as one upload.
+#[tokio::test]
+async fn create_with_copies_in_before_the_start_in_one_upload() {
+    let backend = backend().await;
+    let image = python_image(&backend).await;
+    let run = run_id("createwith");
+    let host = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(host.path().join("w/sub")).expect("mkdir");
+    std::fs::write(host.path().join("w/sub/data.txt"), "ready\n").expect("write");
+    let mut s = spec(&image, &run);
+    // The main process reads the file the moment it starts, then idles.
+    s.command = Some(vec![
+        "sh".into(),
+        "-c".into(),
+        "cat /workspace/sub/data.txt > /tmp/seen 2>&1; sleep 600".into(),
+    ]);
+    let since = unix_now() - 1;
+    let sb = backend
+        .create_with(
+            s,
+            &[sandbox::CopyIn::new(host.path().join("w"), "/workspace")],
+        )
+        .await
+        .expect("create");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let uploads = uploads_to(&backend, sb.id(), since, unix_now() + 1).await;
+    let mut probe = exec(&[
+        "sh",
+        "-c",
+        "cat /tmp/seen; stat -c '%u:%g %a %n' /workspace /workspace/sub/data.txt",
+    ]);
+    probe.user = Some("0:0".into());
+    let out = sb.exec(probe).await.expect("exec");
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("ready\n"), "{stdout}");
+    assert!(stdout.contains("1000:1000 755 /workspace\n"), "{stdout}");
+    assert!(
+        stdout.contains("1000:1000 644 /workspace/sub/data.txt\n"),
+        "{stdout}"
+    );
+    assert_eq!(uploads, 1, "workdir and files in one upload");
+    sb.remove().await.expect("remove");
+}
+
+/// `wait_exit` answers when the main process exits, with its code (zero or not).
+#[tokio::test]
+async fn wait_exit_reports_the_exit_code() {
+    let backend = backend().await;
+    let image = python_image(&backend).await;
+    let run = run_id("waitexit");
+    for code in [0, 7] {
+        let mut s = spec(&image, &run);
+        s.command = Some(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("sleep 1; exit {code}"),
+        ]);
+        let sb = backend.create(s).await.expect("create");
+        let got = tokio::time::timeout(Duration::from_secs(60), sb.wait_exit())
+            .await
+            .expect("exit seen")
+            .expect("wait");
+        assert_eq!(got, code);
+        assert_eq!(sb.main_exit().await.expect("inspect"), Some(code));
+        sb.remove().await.expect("remove");
+    }
 }

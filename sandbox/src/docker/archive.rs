@@ -296,6 +296,25 @@ fn spool_items(items: &[CopyIn], default_owner: (u32, u32)) -> Result<std::fs::F
     Ok(file)
 }
 
+/// Creates the working directory `workdir` (owned by the sandbox user, 0755) and copies every
+/// item in, in ONE upload (for a container not started yet).
+pub(super) async fn copy_in_with_workdir(
+    sandbox: &DockerSandbox,
+    workdir: &str,
+    items: &[CopyIn],
+) -> Result<(), SandboxError> {
+    let empty = tempfile::tempdir().map_err(|source| SandboxError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let mut all = Vec::with_capacity(items.len() + 1);
+    all.push(CopyIn::new(empty.path(), workdir));
+    all.extend(items.iter().cloned());
+    upload_items(sandbox, all, "/").await?;
+    tracing::debug!(sandbox = %sandbox.name, items = items.len(), "copied in before the start (one upload)");
+    Ok(())
+}
+
 /// Copies every item into the container in ONE upload (see [`crate::Sandbox::copy_in_many`]).
 pub(super) async fn copy_in_many(
     sandbox: &DockerSandbox,

@@ -5,11 +5,12 @@
 //! config, and no network unless attached to an internal network from
 //! [`Backend::create_network`].
 
+mod adopt;
 mod archive;
 mod exec;
-mod network;
-mod reap;
-mod subnets;
+pub(crate) mod network;
+pub(crate) mod reap;
+pub(crate) mod subnets;
 pub use subnets::SubnetPool;
 
 use std::collections::HashMap;
@@ -46,11 +47,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The Docker backend. Cheap to clone (the client is shared).
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
-    docker: Docker,
+    pub(crate) docker: Docker,
     /// Where the daemon is, for error messages.
-    endpoint: String,
+    pub(crate) endpoint: String,
     /// Subnets for internal networks, shared by every clone.
-    subnets: std::sync::Arc<subnets::SubnetAllocator>,
+    pub(crate) subnets: std::sync::Arc<subnets::SubnetAllocator>,
 }
 
 impl DockerBackend {
@@ -105,9 +106,16 @@ impl DockerBackend {
     }
 
     /// Removes this backend's objects whose owner process is dead, only within `run_id` when
-    /// given ([`Backend::reap`] with `None` is `reap_dead(None)`).
+    /// given ([`Backend::reap`] with `None` is `reap_dead(None)`). The agent objects of a run
+    /// whose owner died a short while ago are parked for its resume and kept
+    /// ([`crate::OwnerLock::parked`]).
     pub async fn reap_dead(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
-        reap::reap(self, run_id, true).await
+        reap::reap(self, run_id, reap::Reap::Dead).await
+    }
+
+    /// Like [`DockerBackend::reap_dead`], parked agent objects included (`green-agent reap`).
+    pub async fn reap_dead_and_parked(&self) -> Result<usize, SandboxError> {
+        reap::reap(self, None, reap::Reap::DeadAndParked).await
     }
 
     /// The underlying client (for [`crate::images`]).
@@ -158,6 +166,9 @@ pub(crate) fn object_labels(owner: &Owner) -> HashMap<String, String> {
     l.insert(labels::ROLE.to_string(), owner.role.to_string());
     l.insert(labels::OWNER_PID.to_string(), pid.to_string());
     l.insert(labels::OWNER_START.to_string(), start.to_string());
+    if let Some(lock) = crate::owner_lock::labelled() {
+        l.insert(labels::OWNER_LOCK.to_string(), lock.display().to_string());
+    }
     l
 }
 
@@ -208,7 +219,7 @@ pub(crate) fn check_sandbox_path(path: &str) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn validate_spec(spec: &SandboxSpec) -> Result<(), SandboxError> {
+pub(crate) fn validate_spec(spec: &SandboxSpec) -> Result<(), SandboxError> {
     validate_limits(&spec.limits)?;
     if spec.image.trim().is_empty() {
         return Err(SandboxError::InvalidSpec("the image name is empty".into()));
@@ -260,8 +271,38 @@ impl Backend for DockerBackend {
         "docker"
     }
 
+    /// The local engine: `NCPU` and `MemTotal`; memory is a limit, not reserved.
+    async fn capacity(&self) -> Result<crate::Capacity, SandboxError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| api_error(&self.endpoint, "info", e))?;
+        let node = crate::NodeCapacity::new(
+            "local",
+            info.name.unwrap_or_else(|| "local engine".into()),
+            info.ncpu.unwrap_or(0) as f64,
+            u64::try_from(info.mem_total.unwrap_or(0)).unwrap_or(0),
+        );
+        Ok(crate::Capacity {
+            nodes: vec![node],
+            reserves_memory: false,
+        })
+    }
+
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
+        self.create_with(spec, &[]).await
+    }
+
+    async fn create_with(
+        &self,
+        spec: SandboxSpec,
+        files: &[CopyIn],
+    ) -> Result<Box<dyn Sandbox>, SandboxError> {
         validate_spec(&spec)?;
+        for f in files {
+            check_sandbox_path(&f.sandbox_path)?;
+        }
         if !self.image_exists(&spec.image).await? {
             return Err(SandboxError::ImageMissing(spec.image.clone()));
         }
@@ -345,7 +386,12 @@ impl Backend for DockerBackend {
         );
         let prepared = async {
             sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
-            archive::ensure_dir(&sandbox, &spec.workdir).await?;
+            if files.is_empty() {
+                archive::ensure_dir(&sandbox, &spec.workdir).await?;
+            } else {
+                // The working directory and every file in one upload, before the start.
+                archive::copy_in_with_workdir(&sandbox, &spec.workdir, files).await?;
+            }
             sandbox
                 .docker
                 .start_container(&sandbox.id, None)
@@ -375,8 +421,17 @@ impl Backend for DockerBackend {
     }
 
     async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
-        // With a run: all of it; without: every dead owner's objects.
-        reap::reap(self, run_id, run_id.is_none()).await
+        // With a run: all of it; without: every dead owner's objects (parked ones kept).
+        let mode = if run_id.is_some() {
+            reap::Reap::All
+        } else {
+            reap::Reap::Dead
+        };
+        reap::reap(self, run_id, mode).await
+    }
+
+    async fn adopt(&self, run_id: &str) -> Result<crate::Adoption, SandboxError> {
+        adopt::adopt(self, run_id).await
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool, SandboxError> {
@@ -412,6 +467,46 @@ impl DockerSandbox {
     /// The container's name (`rb-<run>-<role>-...`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Wraps a running container of this engine that [`DockerBackend::create`] did not make (a
+    /// Swarm task's container on this node), so copies and execs go through the local archive
+    /// and exec APIs: resolves `user` to numeric ids and creates `workdir` owned by them.
+    pub(crate) async fn adopt(
+        backend: &DockerBackend,
+        id: String,
+        name: String,
+        user: String,
+        workdir: String,
+    ) -> Result<Self, SandboxError> {
+        let mut sandbox = DockerSandbox {
+            docker: backend.docker.clone(),
+            endpoint: backend.endpoint.clone(),
+            id,
+            name,
+            user: user.clone(),
+            ids: (1000, 1000),
+            workdir: workdir.clone(),
+            network: None,
+        };
+        sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
+        archive::ensure_dir(&sandbox, &workdir).await?;
+        Ok(sandbox)
+    }
+
+    /// Whether the engine runs the container with `no-new-privileges`.
+    pub(crate) async fn has_no_new_privileges(&self) -> Result<bool, SandboxError> {
+        let info = self
+            .docker
+            .inspect_container(&self.id, None)
+            .await
+            .map_err(self.err("inspect_container"))?;
+        Ok(info
+            .host_config
+            .and_then(|h| h.security_opt)
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o == "no-new-privileges" || o == "no-new-privileges:true"))
     }
 }
 
@@ -496,6 +591,39 @@ impl Sandbox for DockerSandbox {
         ip.parse().map_err(|_| {
             SandboxError::InvalidSpec(format!("Docker reported an unparsable address `{ip}`"))
         })
+    }
+
+    async fn wait_exit(&self) -> Result<i64, SandboxError> {
+        use bollard::query_parameters::WaitContainerOptions;
+        // The wait call blocks until the exit: no request timeout (the caller bounds it).
+        let client = self
+            .docker
+            .clone()
+            .with_timeout(Duration::from_secs(365 * 24 * 3600));
+        loop {
+            let mut stream = client.wait_container(
+                &self.id,
+                Some(WaitContainerOptions {
+                    condition: "not-running".to_string(),
+                }),
+            );
+            match stream.next().await {
+                Some(Ok(r)) => return Ok(r.status_code),
+                // bollard reports a non-zero exit as an error carrying the code
+                Some(Err(BollardError::DockerContainerWaitError { code, .. })) => return Ok(code),
+                Some(Err(e)) if status_of(&e) == Some(404) => {
+                    return Err(api_error(&self.endpoint, "wait_container", e));
+                }
+                // The connection ended without an answer (daemon restart, proxy timeout):
+                // ask once directly, then wait again.
+                Some(Err(_)) | None => {
+                    if let Some(code) = self.main_exit().await? {
+                        return Ok(code);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
     }
 
     async fn main_exit(&self) -> Result<Option<i64>, SandboxError> {

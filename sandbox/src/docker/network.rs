@@ -19,6 +19,7 @@ use bollard::errors::Error as BollardError;
 use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use bollard::query_parameters::ListNetworksOptions;
 
+use super::subnets::SubnetAllocator;
 use super::{DockerBackend, api_error, object_labels, object_name, status_of};
 use crate::{NetworkHandle, Owner, SandboxError};
 
@@ -29,8 +30,20 @@ pub(super) async fn create(
     owner: &Owner,
     allowed_host_port: Option<u16>,
 ) -> Result<NetworkHandle, SandboxError> {
+    create_fenced(backend, owner, allowed_host_port)
+        .await
+        .map(|(handle, _)| handle)
+}
+
+/// [`create`], also returning the network's gateway (the host's address on it).
+pub(crate) async fn create_fenced(
+    backend: &DockerBackend,
+    owner: &Owner,
+    allowed_host_port: Option<u16>,
+) -> Result<(NetworkHandle, IpAddr), SandboxError> {
     let name = format!("{}-net", object_name(owner));
-    let (id, subnet, gateway) = create_in_pool(backend, owner, &name).await?;
+    let (id, subnet, gateway) =
+        create_in_pool(backend, &backend.subnets, owner, &name, Driver::Bridge).await?;
     let result = async {
         install_rules(&id, gateway, allowed_host_port).await?;
         Ok::<_, SandboxError>(gateway)
@@ -46,15 +59,25 @@ pub(super) async fn create(
         }
     };
     tracing::info!(network = %name, %subnet, %gateway, ?allowed_host_port, "created internal network");
-    Ok(NetworkHandle {
+    let handle = NetworkHandle {
         id,
         name,
         allowed_endpoint: allowed_host_port.map(|port| SocketAddr::new(gateway, port)),
-    })
+    };
+    Ok((handle, gateway))
+}
+
+/// The kind of internal network [`create_in_pool`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Driver {
+    /// A local bridge (not attachable by Swarm services).
+    Bridge,
+    /// A Swarm-scoped overlay, attachable by plain containers too (the swarm backend's relay).
+    Overlay,
 }
 
 /// Docker's message in an API error (the reply body's `message`, else the error's text).
-fn docker_message(e: &BollardError) -> String {
+pub(crate) fn docker_message(e: &BollardError) -> String {
     match e {
         BollardError::DockerResponseServerError { message, .. } => message.clone(),
         other => other.to_string(),
@@ -68,7 +91,9 @@ fn is_overlap(e: &BollardError) -> bool {
 }
 
 /// The engine's networks and their IPv4 subnets, to learn what the pool must skip.
-async fn list_subnets(backend: &DockerBackend) -> Result<Vec<(String, Vec<String>)>, SandboxError> {
+pub(crate) async fn list_subnets(
+    backend: &DockerBackend,
+) -> Result<Vec<(String, Vec<String>)>, SandboxError> {
     let networks = backend
         .docker
         .list_networks(None::<ListNetworksOptions>)
@@ -92,12 +117,13 @@ async fn list_subnets(backend: &DockerBackend) -> Result<Vec<(String, Vec<String
 /// Creates the network on a free subnet of the backend's pool, moving on past subnets the
 /// engine reports as overlapping (another process's networks). Returns `(id, subnet,
 /// gateway)`.
-async fn create_in_pool(
+pub(crate) async fn create_in_pool(
     backend: &DockerBackend,
+    pool: &SubnetAllocator,
     owner: &Owner,
     name: &str,
+    driver: Driver,
 ) -> Result<(String, String, IpAddr), SandboxError> {
-    let pool = &backend.subnets;
     if pool.needs_listing() {
         pool.learn(&list_subnets(backend).await?);
     }
@@ -122,9 +148,15 @@ async fn create_in_pool(
         let gateway = pool.pool().subnet(index).1;
         let request = NetworkCreateRequest {
             name: name.to_string(),
-            driver: Some("bridge".to_string()),
+            driver: Some(
+                match driver {
+                    Driver::Bridge => "bridge",
+                    Driver::Overlay => "overlay",
+                }
+                .to_string(),
+            ),
             internal: Some(true),
-            attachable: Some(false),
+            attachable: Some(driver == Driver::Overlay),
             labels: Some(object_labels(owner)),
             ipam: Some(Ipam {
                 driver: Some("default".to_string()),
@@ -251,7 +283,7 @@ pub(crate) async fn remove_rules(network_id: &str) {
 }
 
 /// Removes the network (idempotent) and its firewall rules.
-pub(super) async fn remove(backend: &DockerBackend, id: &str) -> Result<(), SandboxError> {
+pub(crate) async fn remove(backend: &DockerBackend, id: &str) -> Result<(), SandboxError> {
     let full_id = match backend.docker.inspect_network(id, None).await {
         Ok(info) => info.id.unwrap_or_else(|| id.to_string()),
         Err(e) if status_of(&e) == Some(404) => {

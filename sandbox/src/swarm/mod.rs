@@ -1,0 +1,415 @@
+//! The `swarm` backend: sandboxes as Docker Swarm services (bollard's service API) on
+//! per-trial overlay networks.
+//!
+//! - **A sandbox is a service**: one replica, restart condition `none`, the platform's
+//!   [`crate::labels`] on the service and its container, CPU/memory/pids limits, memory
+//!   reserved, CPUs not (a trial's grading service waits idle beside its agent; a task that fits
+//!   nowhere waits `pending` up to the schedule timeout), `init`, `no_new_privileges`, the image
+//!   by its id (never pulled: there is no registry), bind mounts read-only, endpoint mode
+//!   `dnsrr` (no virtual IP).
+//! - **Networks**: each trial gets an internal, attachable overlay with an explicit subnet from
+//!   the backend's own pool ([`DEFAULT_OVERLAY_POOL`], not the engine's default address pools,
+//!   and apart from the docker backend's `10.213.0.0/16`). Services cannot join a local
+//!   bridge and the host has no address on an overlay, so a small **relay** container (the
+//!   `relay_image`, `python3 -I` with an embedded stdlib script, root without capabilities
+//!   but `NET_BIND_SERVICE`, read-only root, `ip_forward=0`) joins both the overlay and a
+//!   fenced bridge from the docker backend (its iptables chain admits only the allowed host
+//!   port): the sandbox reaches the allowed host port (the model proxy) at the relay's overlay
+//!   address, and the host reaches the sandbox's forwarded ports (default: 8700) at the
+//!   relay's bridge address ([`Sandbox::host_address`]). One reachable sandbox per network
+//!   (the relay forwards to the alias [`SANDBOX_ALIAS`]). A sandbox without a network gets a
+//!   private internal overlay of its own (Swarm has no `none` network for services; without
+//!   any, a task lands on the default bridge, which reaches the internet).
+//! - **Files and execs** go through the local engine's archive and exec APIs on the task's
+//!   container, so every task is pinned to this node (`node.id==<this node>`, on top of the
+//!   configured placement constraints). Moving files and grading over HTTP, which would let
+//!   tasks run on other nodes, is **not built yet** (issue 19, item 1); neither is image
+//!   distribution to other nodes (`docker save | docker load` on each node would do).
+//! - **Hardening fallback**: older engines ignore `no_new_privileges` in a service spec (Docker
+//!   20.10, API 1.41, does); when the task's container does not carry `no-new-privileges`,
+//!   setuid/setgid bits are removed from the container's root filesystem (a root `chmod` of the
+//!   image's setuid/setgid files, listed once per image from its layer folders on this host, see
+//!   `setid`) before the sandbox is handed out, so no program in it can raise its privileges.
+//! - **Capacity** ([`Backend::capacity`], `nodes`): every node's CPUs and memory, the memory
+//!   reserved by the tasks assigned to it (by run for the platform's), and whether it takes
+//!   the backend's services (`ready`, `active`, matching every placement constraint: with the
+//!   pin above, only this node does). The green agent admits trials against it.
+//! - **A node that leaves** (drained, down, removed): the orchestrator shuts its tasks down.
+//!   A sandbox whose task was taken off its node answers [`SandboxError::NodeLost`] (naming
+//!   the node and why) from [`Sandbox::wait_exit`] (its task is watched every second while
+//!   waited on), [`Sandbox::main_exit`], and any copy or exec that fails or ends unsuccessfully
+//!   meanwhile, so the trial's attempt is an infrastructure failure, never the agent's.
+//! - **Reaping**: services of dead runs first (their tasks' containers go with them), then the
+//!   docker backend's reaper (containers, relays, networks, volumes), then overlays whose
+//!   endpoints were still being released.
+
+mod cluster;
+mod network;
+mod nodes;
+mod reap;
+mod service;
+mod setid;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::docker::subnets::SubnetAllocator;
+use crate::docker::{DockerBackend, DockerSandbox, SubnetPool};
+use crate::{
+    Backend, CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, NetworkHandle, Owner,
+    Sandbox, SandboxError, SandboxSpec,
+};
+
+pub use cluster::{SwarmMembership, ensure_single_node_swarm, leave_swarm_if_ours};
+pub use nodes::Availability;
+
+/// The network alias of a sandbox on its trial's overlay: the relay forwards the host's
+/// connections to it.
+pub const SANDBOX_ALIAS: &str = "rb-sandbox";
+
+/// Default pool of the overlays' subnets: `10.214.0.0/16` in `/26`s (1024 networks; an
+/// overlay also spends an address per node on its load balancer, so `/28`s are too small).
+pub const DEFAULT_OVERLAY_POOL: &str = "10.214.0.0/16:26";
+
+/// How long a task may wait to be scheduled and started (pending for resources, preparing).
+pub const DEFAULT_SCHEDULE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How often a waited-on sandbox's task is checked for having left its node.
+const LOST_POLL: Duration = Duration::from_secs(1);
+
+/// Ports the relay forwards from the host to a sandbox by default (the adapter's A2A port).
+pub const DEFAULT_FORWARDED_PORTS: &[u16] = &[8700];
+
+/// The Swarm backend. Cheap to clone (shared client and state).
+#[derive(Debug, Clone)]
+pub struct SwarmBackend {
+    docker: DockerBackend,
+    overlays: Arc<SubnetAllocator>,
+    relay_image: String,
+    forwarded_ports: Vec<u16>,
+    constraints: Vec<String>,
+    node_id: String,
+    schedule_timeout: Duration,
+    /// The relay of each overlay this process created, by overlay id.
+    relays: Arc<Mutex<HashMap<String, network::Relay>>>,
+    /// Each image's setuid/setgid files, listed once (see `setid`).
+    setid_files: SetidCache,
+}
+
+/// Image id → its setuid/setgid files, filled once per image.
+type SetidCache = Arc<Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Vec<String>>>>>>;
+
+impl SwarmBackend {
+    /// A backend over `docker`'s engine, which must be an active Swarm manager
+    /// ([`SandboxError::SwarmUnavailable`] otherwise). `relay_image` must have `python3` (the
+    /// platform's `python` image).
+    pub async fn new(
+        docker: DockerBackend,
+        relay_image: impl Into<String>,
+    ) -> Result<Self, SandboxError> {
+        let node_id = cluster::manager_node_id(&docker).await?;
+        let pool: SubnetPool = DEFAULT_OVERLAY_POOL.parse()?;
+        Ok(Self {
+            docker,
+            overlays: Arc::new(SubnetAllocator::new(pool)),
+            relay_image: relay_image.into(),
+            forwarded_ports: DEFAULT_FORWARDED_PORTS.to_vec(),
+            constraints: Vec::new(),
+            node_id,
+            schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT,
+            relays: Arc::new(Mutex::new(HashMap::new())),
+            setid_files: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// Takes the overlays' subnets from `pool` (call before creating networks).
+    pub fn with_overlay_pool(mut self, pool: SubnetPool) -> Self {
+        self.overlays = Arc::new(SubnetAllocator::new(pool));
+        self
+    }
+
+    /// The ports the relay forwards from the host to a network's sandbox.
+    pub fn with_forwarded_ports(mut self, ports: Vec<u16>) -> Self {
+        self.forwarded_ports = ports;
+        self
+    }
+
+    /// Placement constraints added to every service (`node.labels.rb==yes`, ...). Tasks are
+    /// pinned to this node anyway until files move over HTTP (see the module docs).
+    pub fn with_constraints(mut self, constraints: Vec<String>) -> Self {
+        self.constraints = constraints;
+        self
+    }
+
+    /// How long a task may stay unscheduled or starting before `create` fails.
+    pub fn with_schedule_timeout(mut self, timeout: Duration) -> Self {
+        self.schedule_timeout = timeout;
+        self
+    }
+
+    /// The pool overlays take their subnets from.
+    pub fn overlay_pool(&self) -> SubnetPool {
+        self.overlays.pool()
+    }
+
+    /// This engine's Swarm node id (every task is placed on it).
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// The docker backend this one runs beside (relays, fenced bridges, images).
+    pub fn docker(&self) -> &DockerBackend {
+        &self.docker
+    }
+
+    /// Sets a node's availability (`docker node update --availability`); returns what it
+    /// was. Draining a node shuts its tasks down: their sandboxes report
+    /// [`SandboxError::NodeLost`].
+    pub async fn set_node_availability(
+        &self,
+        node_id: &str,
+        availability: Availability,
+    ) -> Result<Availability, SandboxError> {
+        nodes::set_availability(self, node_id, availability).await
+    }
+
+    /// Removes this backend's objects whose owner process is dead, only within `run_id` when
+    /// given.
+    pub async fn reap_dead(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
+        reap::reap(self, run_id, crate::docker::reap::Reap::Dead).await
+    }
+}
+
+#[async_trait]
+impl Backend for SwarmBackend {
+    fn name(&self) -> &'static str {
+        "swarm"
+    }
+
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
+        service::create(self, spec)
+            .await
+            .map(|s| Box::new(s) as Box<dyn Sandbox>)
+    }
+
+    async fn create_network(
+        &self,
+        owner: &Owner,
+        allowed_host_port: Option<u16>,
+    ) -> Result<NetworkHandle, SandboxError> {
+        network::create(self, owner, allowed_host_port).await
+    }
+
+    async fn remove_network(&self, network: &NetworkHandle) -> Result<(), SandboxError> {
+        network::remove(self, network).await
+    }
+
+    async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
+        let mode = if run_id.is_none() {
+            crate::docker::reap::Reap::Dead
+        } else {
+            crate::docker::reap::Reap::All
+        };
+        reap::reap(self, run_id, mode).await
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, SandboxError> {
+        self.docker.image_exists(image).await
+    }
+
+    async fn capacity(&self) -> Result<crate::Capacity, SandboxError> {
+        nodes::capacity(self).await
+    }
+
+    /// Swarm services are not adopted yet: every object of the run is removed and its trials
+    /// that were running start over (README "Known limits").
+    async fn adopt(&self, run_id: &str) -> Result<crate::Adoption, SandboxError> {
+        let removed = reap::reap(self, Some(run_id), crate::docker::reap::Reap::All).await?;
+        Ok(crate::Adoption {
+            agents: Vec::new(),
+            removed,
+        })
+    }
+}
+
+/// A service's task, adopted as a local container for copies and execs.
+#[derive(Debug)]
+pub struct SwarmSandbox {
+    backend: SwarmBackend,
+    service_id: String,
+    service_name: String,
+    container: DockerSandbox,
+    /// The relay's address on its fenced bridge (`None`: no network).
+    relay_address: Option<IpAddr>,
+    /// The private overlay of a sandbox without a network, removed with it.
+    private_network: Option<String>,
+}
+
+impl SwarmSandbox {
+    /// The service's name (`rb-<run>-<role>-...`).
+    pub fn service_name(&self) -> &str {
+        &self.service_name
+    }
+
+    /// The service's id.
+    pub fn service_id(&self) -> &str {
+        &self.service_id
+    }
+
+    /// The node loss that took this sandbox's task off its node, if one did (`failed`: an
+    /// operation on it failed, see `nodes::task_lost`).
+    async fn lost_when(&self, failed: bool) -> Option<SandboxError> {
+        match nodes::task_lost(
+            &self.backend,
+            &self.service_id,
+            &self.service_name,
+            self.container.id(),
+            failed,
+        )
+        .await
+        {
+            Ok(lost) => lost,
+            Err(e) => {
+                tracing::debug!(service = %self.service_name, error = %e, "cannot check the service's task");
+                None
+            }
+        }
+    }
+
+    /// The node loss that took this sandbox's task off its node while it ran, if one did.
+    async fn lost(&self) -> Option<SandboxError> {
+        self.lost_when(false).await
+    }
+
+    /// `e`, or the node loss behind it.
+    async fn explain(&self, e: SandboxError) -> SandboxError {
+        self.lost_when(true).await.unwrap_or(e)
+    }
+
+    /// `r`, or the node loss behind its failure.
+    async fn checked<T>(&self, r: Result<T, SandboxError>) -> Result<T, SandboxError> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.explain(e).await),
+        }
+    }
+}
+
+#[async_trait]
+impl Sandbox for SwarmSandbox {
+    /// The task's container id (what copies and execs address).
+    fn id(&self) -> &str {
+        self.container.id()
+    }
+
+    fn is_isolated(&self) -> bool {
+        true
+    }
+
+    async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
+        self.checked(self.container.copy_in(host_dir, sandbox_dir).await)
+            .await
+    }
+
+    async fn copy_in_many(&self, items: &[CopyIn]) -> Result<(), SandboxError> {
+        self.checked(self.container.copy_in_many(items).await).await
+    }
+
+    /// An exec on a task taken off its node, or one that fails or ends unsuccessfully because
+    /// it was (a killed test runner would otherwise look like the agent's fault), is the node
+    /// loss.
+    async fn exec(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        if let Some(lost) = self.lost().await {
+            return Err(lost);
+        }
+        let outcome = self.checked(self.container.exec(request).await).await?;
+        if !outcome.success()
+            && let Some(lost) = self.lost_when(true).await
+        {
+            return Err(lost);
+        }
+        Ok(outcome)
+    }
+
+    async fn copy_out_with(
+        &self,
+        sandbox_path: &str,
+        host_dest: &Path,
+        max_bytes: u64,
+        links: EscapingLinks,
+    ) -> Result<CopiedOut, SandboxError> {
+        let r = self
+            .container
+            .copy_out_with(sandbox_path, host_dest, max_bytes, links)
+            .await;
+        self.checked(r).await
+    }
+
+    async fn logs(&self, max_bytes: usize) -> Result<String, SandboxError> {
+        self.checked(self.container.logs(max_bytes).await).await
+    }
+
+    async fn host_address(&self) -> Result<IpAddr, SandboxError> {
+        self.relay_address.ok_or_else(|| {
+            SandboxError::InvalidSpec(format!(
+                "sandbox {} has no network (NetworkPolicy::None); attach it to an internal network to reach its ports",
+                self.service_name
+            ))
+        })
+    }
+
+    /// The exit code, or [`SandboxError::NodeLost`] when the task was taken off its node
+    /// (the orchestrator stops, or is stopping, the container).
+    async fn main_exit(&self) -> Result<Option<i64>, SandboxError> {
+        let exit = self.checked(self.container.main_exit().await).await?;
+        match self.lost().await {
+            Some(lost) => Err(lost),
+            None => Ok(exit),
+        }
+    }
+
+    /// Docker's wait on the task's container, while the task is checked every second for
+    /// having been taken off its node ([`SandboxError::NodeLost`]).
+    async fn wait_exit(&self) -> Result<i64, SandboxError> {
+        let watch = async {
+            loop {
+                tokio::time::sleep(LOST_POLL).await;
+                if let Some(lost) = self.lost().await {
+                    return lost;
+                }
+            }
+        };
+        tokio::select! {
+            code = self.container.wait_exit() => {
+                let code = self.checked(code).await?;
+                match self.lost().await {
+                    Some(lost) => Err(lost),
+                    None => Ok(code),
+                }
+            }
+            lost = watch => Err(lost),
+        }
+    }
+
+    async fn stop(&self, grace: Duration) -> Result<(), SandboxError> {
+        // Restart condition `none`: Swarm leaves a stopped task stopped.
+        self.container.stop(grace).await
+    }
+
+    async fn remove(&self) -> Result<(), SandboxError> {
+        service::remove(
+            &self.backend,
+            &self.service_id,
+            Some(self.container.id()),
+            self.private_network.as_deref(),
+        )
+        .await?;
+        tracing::debug!(service = %self.service_name, "removed service");
+        Ok(())
+    }
+}

@@ -1,0 +1,477 @@
+//! The `swarm` backend against the real Docker Engine, made a single-node Swarm for the test
+//! when it is not one (a machine-wide lease: the last test process out leaves the Swarm only if
+//! a lease initialised it).
+
+// Tests of the crate that owns process spawning and Docker (clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use bollard::models::{EndpointSpecModeEnum, TaskSpecRestartPolicyConditionEnum};
+use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions, ListServicesOptions};
+use common::{
+    banner_at, host_listeners, python_image, reach_probe, run_id, serve_8700, spec, text,
+};
+use sandbox::swarm::{Availability, ensure_single_node_swarm, leave_swarm_if_ours};
+use sandbox::{
+    Backend, DockerBackend, ExecRequest, NetworkPolicy, SandboxError, SwarmBackend, labels,
+};
+
+/// The ingress pool of a Swarm these tests initialise (apart from the platform's
+/// 10.213.0.0/16 and the overlays' 10.214.0.0/16).
+const TEST_ADDR_POOL: &str = "10.217.0.0/16";
+
+fn lease_file() -> std::path::PathBuf {
+    std::env::temp_dir().join("research-bench-swarm-lease.json")
+}
+
+/// Runs `body` with a swarm backend on a single-node Swarm lease, releasing the lease even
+/// when `body` panics.
+async fn with_swarm<F, Fut>(body: F)
+where
+    F: FnOnce(SwarmBackend, String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let docker = DockerBackend::connect()
+        .await
+        .expect("these tests need the Docker Engine");
+    let image = python_image(&docker).await;
+    let lease = ensure_single_node_swarm(&docker, TEST_ADDR_POOL, &lease_file())
+        .await
+        .expect("a single-node Swarm");
+    let outcome = match SwarmBackend::new(docker.clone(), image.clone()).await {
+        Ok(backend) => {
+            // A test that drains the node leaves it active again, even when it panics.
+            let node = backend.node_id().to_owned();
+            let was_active = node_usable(&backend).await;
+            let outcome = tokio::spawn(body(backend.clone(), image)).await;
+            if was_active {
+                backend
+                    .set_node_availability(&node, Availability::Active)
+                    .await
+                    .expect("the node is active again");
+            }
+            outcome
+        }
+        Err(e) => {
+            leave_swarm_if_ours(&docker, lease).await.expect("leave");
+            panic!("swarm backend: {e}");
+        }
+    };
+    leave_swarm_if_ours(&docker, lease)
+        .await
+        .expect("release the Swarm lease");
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Whether this engine's node takes services.
+async fn node_usable(backend: &SwarmBackend) -> bool {
+    backend
+        .capacity()
+        .await
+        .expect("capacity")
+        .nodes
+        .iter()
+        .any(|n| n.id == backend.node_id() && n.unusable.is_none())
+}
+
+fn exec(argv: &[&str]) -> ExecRequest {
+    let mut r = ExecRequest::new(argv.iter().copied());
+    r.timeout = Duration::from_secs(60);
+    r
+}
+
+fn run_filter(run: &str) -> HashMap<String, Vec<String>> {
+    HashMap::from([(
+        "label".to_string(),
+        vec![
+            format!("{}=true", labels::MANAGED),
+            format!("{}={run}", labels::RUN),
+        ],
+    )])
+}
+
+/// Services, containers and networks of `run` on the engine.
+async fn objects_of_run(backend: &SwarmBackend, run: &str) -> (usize, usize, usize) {
+    let docker = backend.docker().client();
+    let services = docker
+        .list_services(Some(ListServicesOptions {
+            filters: Some(run_filter(run)),
+            status: None,
+        }))
+        .await
+        .expect("services")
+        .len();
+    let containers = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(run_filter(run)),
+            ..Default::default()
+        }))
+        .await
+        .expect("containers")
+        .len();
+    let networks = docker
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(run_filter(run)),
+        }))
+        .await
+        .expect("networks")
+        .len();
+    (services, containers, networks)
+}
+
+/// Waits (a few seconds at most) for Swarm to finish tearing down what was removed.
+async fn settle(backend: &SwarmBackend, run: &str) -> (usize, usize, usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = objects_of_run(backend, run).await;
+        if left == (0, 0, 0) || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid() {
+    with_swarm(|backend, image| async move {
+        let run = run_id("swarm-service");
+        let mut s = spec(&image, &run);
+        s.env.insert("GREETING".into(), "hi there".into());
+        let sb = backend.create(s).await.expect("create");
+        assert!(sb.is_isolated());
+
+        // The service: one replica, no restart, labels, limits, memory reserved (CPUs are
+        // limited, never reserved: an idle grading service must not keep agents off the node).
+        let docker = backend.docker().client();
+        let services = docker
+            .list_services(Some(ListServicesOptions {
+                filters: Some(run_filter(&run)),
+                status: None,
+            }))
+            .await
+            .expect("services");
+        assert_eq!(services.len(), 1);
+        let svc = services[0].spec.clone().expect("spec");
+        let l = svc.labels.clone().expect("labels");
+        assert_eq!(l.get(labels::RUN), Some(&run));
+        assert_eq!(l.get(labels::ROLE).map(String::as_str), Some("utility"));
+        assert_eq!(
+            l.get(labels::OWNER_PID),
+            Some(&std::process::id().to_string())
+        );
+        assert_eq!(
+            svc.mode.and_then(|m| m.replicated).and_then(|r| r.replicas),
+            Some(1)
+        );
+        assert_eq!(
+            svc.endpoint_spec.and_then(|e| e.mode),
+            Some(EndpointSpecModeEnum::DNSRR)
+        );
+        let task = svc.task_template.expect("task template");
+        assert_eq!(
+            task.restart_policy.and_then(|r| r.condition),
+            Some(TaskSpecRestartPolicyConditionEnum::NONE)
+        );
+        let resources = task.resources.expect("resources");
+        let limits = resources.limits.expect("limits");
+        let reservations = resources.reservations.expect("reservations");
+        assert_eq!(limits.nano_cpus, Some(1_000_000_000));
+        assert_eq!(limits.pids, Some(512));
+        assert_eq!(reservations.nano_cpus, None);
+        assert_eq!(reservations.memory_bytes, limits.memory_bytes);
+        let constraints = task
+            .placement
+            .and_then(|p| p.constraints)
+            .expect("constraints");
+        assert!(
+            constraints.contains(&format!("node.id=={}", backend.node_id())),
+            "{constraints:?}"
+        );
+        // The task's container carries the labels too (the docker reaper sees it).
+        let info = docker
+            .inspect_container(sb.id(), None)
+            .await
+            .expect("inspect");
+        let cl = info.config.and_then(|c| c.labels).expect("labels");
+        assert_eq!(cl.get(labels::RUN), Some(&run));
+        let hc = info.host_config.expect("host config");
+        assert_eq!(hc.memory, Some(2 * 1024 * 1024 * 1024));
+        assert_eq!(hc.pids_limit, Some(512));
+
+        // User, workdir, environment, copy in and out through the local engine.
+        let out = sb
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "id -u; pwd; echo \"$GREETING\"; stat -c %u /workspace",
+            ]))
+            .await
+            .expect("exec");
+        assert_eq!(text(&out.stdout), "1000\n/workspace\nhi there\n1000\n", "{out:?}");
+        let host = tempfile::tempdir().expect("tempdir");
+        std::fs::write(host.path().join("x.txt"), "payload").expect("write");
+        sb.copy_in(host.path(), "/workspace/in").await.expect("copy in");
+        let back = tempfile::tempdir().expect("tempdir");
+        sb.copy_out("/workspace/in", &back.path().join("out"), 1 << 20)
+            .await
+            .expect("copy out");
+        assert_eq!(
+            std::fs::read_to_string(back.path().join("out/x.txt")).expect("read"),
+            "payload"
+        );
+
+        // No way to raise privileges: no-new-privileges, or no setuid/setgid file left.
+        let out = sb
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "grep NoNewPrivs /proc/self/status; find / -xdev -type f -perm /6000 | wc -l",
+            ]))
+            .await
+            .expect("exec");
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("NoNewPrivs:\t1") || stdout.ends_with("\n0\n"),
+            "{stdout}"
+        );
+
+        // No network beyond a private internal overlay: no route, no name, no connection.
+        let script = "import socket\n\
+             print('routes', [l.split()[1] for l in open('/proc/net/route').read().splitlines()[1:]])\n\
+             try:\n\
+             \x20   socket.getaddrinfo('deb.debian.org', 80); print('resolved')\n\
+             except OSError:\n\
+             \x20   print('no-resolve')\n\
+             for ip in ['172.17.0.1', '10.213.0.1', '1.1.1.1']:\n\
+             \x20   try:\n\
+             \x20       socket.create_connection((ip, 80), timeout=2); print('connected', ip)\n\
+             \x20   except OSError as e:\n\
+             \x20       print('no-connect', ip)\n";
+        let out = sb
+            .exec(exec(&["python3", "-c", script]))
+            .await
+            .expect("exec");
+        let stdout = text(&out.stdout);
+        assert!(!stdout.contains("00000000"), "no default route: {stdout}");
+        assert!(stdout.contains("no-resolve"), "{stdout}");
+        assert_eq!(stdout.matches("no-connect").count(), 3, "{stdout}");
+        let err = sb.host_address().await.expect_err("no address without a network");
+        assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
+
+        // A stopped task stays stopped (restart condition none).
+        sb.stop(Duration::from_secs(1)).await.expect("stop");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(sb.main_exit().await.expect("exit").is_some());
+
+        sb.remove().await.expect("remove");
+        sb.remove().await.expect("remove is idempotent");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0), "service, container and overlay gone");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trial_overlay_reaches_the_allowed_host_port_and_the_host_reaches_the_sandbox() {
+    with_swarm(|backend, image| async move {
+        let run = run_id("swarm-net");
+        let owner = spec(&image, &run).owner;
+        let (allowed_port, forbidden_port) = host_listeners().await;
+        let net = backend
+            .create_network(&owner, Some(allowed_port))
+            .await
+            .expect("create network");
+        let endpoint = net.allowed_endpoint.expect("allowed endpoint");
+        assert_eq!(endpoint.port(), allowed_port);
+        let relay = endpoint.ip().to_string();
+        assert!(
+            relay.starts_with("10.214."),
+            "{relay} from the overlay pool"
+        );
+
+        let mut s = spec(&image, &run);
+        s.network = NetworkPolicy::Internal(net.clone());
+        s.command = Some(serve_8700());
+        let sb = backend.create(s).await.expect("create");
+
+        let probe = reach_probe(&[
+            (&relay, allowed_port),
+            (&relay, forbidden_port),
+            ("172.17.0.1", forbidden_port),
+            ("1.1.1.1", 53),
+        ]);
+        let out = sb
+            .exec(exec(&["python3", "-c", &probe]))
+            .await
+            .expect("probe");
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains(&format!("ok {relay} {allowed_port} hello from host")),
+            "{stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("blocked {relay} {forbidden_port}")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("blocked 172.17.0.1 {forbidden_port}")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("blocked 1.1.1.1 53"), "{stdout}");
+        assert!(stdout.contains("no-resolve"), "{stdout}");
+
+        // The host reaches the sandbox's port 8700 through the relay.
+        let addr = sb.host_address().await.expect("host address");
+        let reply = banner_at(addr, Duration::from_secs(20)).await;
+        assert_eq!(reply, "hello from sandbox\n");
+
+        sb.remove().await.expect("remove");
+        backend.remove_network(&net).await.expect("remove network");
+        backend
+            .remove_network(&net)
+            .await
+            .expect("removing twice is fine");
+        assert_eq!(
+            settle(&backend, &run).await,
+            (0, 0, 0),
+            "service, relay and networks gone"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reaper_removes_a_runs_services_relays_and_networks() {
+    with_swarm(|backend, image| async move {
+        let run = run_id("swarm-reap");
+        let owner = spec(&image, &run).owner;
+        let net = backend.create_network(&owner, None).await.expect("network");
+        let mut s = spec(&image, &run);
+        s.network = NetworkPolicy::Internal(net);
+        let _agent = backend.create(s).await.expect("create");
+        let _grader = backend.create(spec(&image, &run)).await.expect("create");
+        let (services, containers, networks) = objects_of_run(&backend, &run).await;
+        assert_eq!((services, containers), (2, 3), "two tasks and a relay");
+        assert_eq!(
+            networks, 3,
+            "trial overlay, its bridge, the grader's overlay"
+        );
+        // A live owner's objects stay when only the dead are reaped.
+        assert_eq!(backend.reap_dead(Some(&run)).await.expect("reap"), 0);
+        let removed = backend.reap(Some(&run)).await.expect("reap");
+        assert!(removed >= 3, "services and the relay at least: {removed}");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capacity_counts_reservations_by_run_and_a_drained_node_loses_its_tasks() {
+    with_swarm(|backend, image| async move {
+        const MIB: u64 = 1024 * 1024;
+        let run = run_id("swarm-capacity");
+        let node_id = backend.node_id().to_owned();
+        let this = |c: &sandbox::Capacity| {
+            c.nodes
+                .iter()
+                .find(|n| n.id == node_id)
+                .expect("this node")
+                .clone()
+        };
+        let before = backend.capacity().await.expect("capacity");
+        assert!(before.reserves_memory);
+        let node = this(&before);
+        assert_eq!(node.unusable, None, "{node:?}");
+        // The node's resources are the engine's (the docker backend's capacity).
+        let engine = Backend::capacity(backend.docker()).await.expect("engine");
+        assert!(!engine.reserves_memory);
+        assert_eq!(node.cpus, engine.nodes[0].cpus);
+        assert_eq!(node.memory_bytes, engine.nodes[0].memory_bytes);
+        assert_eq!(node.reserved_by_run.get(&run), None);
+
+        // A service reserves its memory, counted for its run.
+        let mut s = spec(&image, &run);
+        s.limits.memory_bytes = 256 * MIB;
+        let sb: std::sync::Arc<dyn sandbox::Sandbox> =
+            std::sync::Arc::from(backend.create(s).await.expect("create"));
+        let during = this(&backend.capacity().await.expect("capacity"));
+        assert_eq!(during.reserved_by_run.get(&run), Some(&(256 * MIB)));
+        assert_eq!(
+            during.free_for(&run),
+            node.free_for(&run),
+            "a run's own reservations are not subtracted from its room"
+        );
+        assert_eq!(
+            during.free_for("another-run"),
+            node.free_for("another-run") - 256 * MIB
+        );
+
+        // Drained: the task is shut down; waiting on it, its exit and an exec say the node
+        // left, naming it.
+        let waiting = tokio::spawn({
+            let sb = sb.clone();
+            async move { sb.wait_exit().await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiting.is_finished(), "the sandbox runs");
+        let drained = Instant::now();
+        let was = backend
+            .set_node_availability(&node_id, Availability::Drain)
+            .await
+            .expect("drain");
+        assert_eq!(was, Availability::Active);
+        let err = tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("wait_exit returns")
+            .expect("task")
+            .expect_err("the node left");
+        let took = drained.elapsed();
+        match &err {
+            SandboxError::NodeLost {
+                node: name,
+                node_id: id,
+                why,
+                ..
+            } => {
+                assert_eq!(name, &node.name);
+                assert_eq!(id, &node_id);
+                assert!(why.contains("availability drain"), "{why}");
+            }
+            other => panic!("not a node loss: {other}"),
+        }
+        assert!(err.to_string().contains("left"), "{err}");
+        let exit = sb.main_exit().await.expect_err("main_exit: the node left");
+        assert!(matches!(exit, SandboxError::NodeLost { .. }), "{exit}");
+        let exec_err = sb
+            .exec(exec(&["true"]))
+            .await
+            .expect_err("exec: the node left");
+        assert!(
+            matches!(exec_err, SandboxError::NodeLost { .. }),
+            "{exec_err}"
+        );
+        let drained_cap = this(&backend.capacity().await.expect("capacity"));
+        assert_eq!(drained_cap.unusable.as_deref(), Some("availability drain"));
+
+        backend
+            .set_node_availability(&node_id, Availability::Active)
+            .await
+            .expect("active");
+        assert!(node_usable(&backend).await);
+        sb.remove().await.expect("remove");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+        eprintln!(
+            "node loss seen by wait_exit {:.1} s after the drain",
+            took.as_secs_f64()
+        );
+    })
+    .await;
+}
