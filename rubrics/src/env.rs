@@ -6,6 +6,7 @@
 //! neither.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError};
@@ -32,6 +33,13 @@ pub struct GradingContext<'a> {
     pub weights_override: Option<BTreeMap<String, f64>>,
     /// Deadline of one SciCode test snippet (default 60 s).
     pub case_timeout: Duration,
+    /// The caller already copied [`crate::grade::Harness`] in (root-owned, read-only to
+    /// others, at `<scratch>/rb`) with the rest of the grading container's files; `false`:
+    /// [`crate::grade`] stages it itself (one upload and one exec more).
+    pub harness_staged: bool,
+    /// Answers of trusted probes; a fresh cache by default, the caller's to share them
+    /// between gradings in containers of the same pristine image ([`ImageProbes`]).
+    pub probes: ProbeCache,
 }
 
 impl<'a> GradingContext<'a> {
@@ -46,6 +54,8 @@ impl<'a> GradingContext<'a> {
             timeout,
             weights_override: None,
             case_timeout: Duration::from_secs(60),
+            harness_staged: false,
+            probes: ProbeCache::default(),
         }
     }
 }
@@ -86,6 +96,42 @@ pub(crate) struct Env<'c, 'a> {
     /// Root-only copy of `/workspace` taken before any agent code ran (see
     /// [`crate::snapshot`]): every comparison reads the agent's outputs here.
     pub snap: String,
+    /// Answers of trusted probes (from [`GradingContext::probes`]).
+    pub probed: ProbeCache,
+}
+
+/// The trusted probes that succeeded (argv). A probe runs as root, cwd `/`, with an empty
+/// environment and nothing of the agent's on any path, so its success is a property of the
+/// grading image: one cache may serve every grading container of one image (clones share it).
+/// A failure is never kept (it may be one container's: killed, out of memory).
+#[derive(Debug, Default, Clone)]
+pub struct ProbeCache(Arc<std::sync::Mutex<Answers>>);
+
+/// A probe's argv → its answer, once it has one.
+type Answers = BTreeMap<Vec<String>, Arc<tokio::sync::OnceCell<bool>>>;
+
+/// One [`ProbeCache`] per grading image (clones share them).
+#[derive(Debug, Default, Clone)]
+pub struct ImageProbes(Arc<std::sync::Mutex<BTreeMap<String, ProbeCache>>>);
+
+impl ImageProbes {
+    /// The cache of the pristine image `image` (an immutable reference: a tag by recipe
+    /// hash or an id).
+    pub fn for_image(&self, image: &str) -> ProbeCache {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(image.to_owned())
+            .or_default()
+            .clone()
+    }
+}
+
+/// A probe run that gave no answer to keep.
+enum ProbeMiss {
+    /// A failure, or cut short by its deadline (with what it said).
+    NotKept(bool),
+    Fault(Fault),
 }
 
 /// The agent's uid in our images.
@@ -176,17 +222,55 @@ impl Env<'_, '_> {
     /// path) succeeds: the evidence that decides between an infrastructure status and the
     /// agent's failure when a tool seems to be missing.
     pub async fn probe(&self, argv: &[&str]) -> Result<bool, Fault> {
-        let out = self
-            .exec_as(
-                "root",
-                sv(argv),
-                BTreeMap::new(),
-                Some("/"),
-                Some(Duration::from_secs(120)),
-                16 * 1024,
-            )
-            .await?;
-        Ok(out.success())
+        let argv = sv(argv);
+        // One run per probe: a caller arriving while it runs (the prewarm and a grader) waits
+        // for its answer instead of running it again.
+        let cell = self.probed_lock().entry(argv.clone()).or_default().clone();
+        let answer = cell
+            .get_or_try_init(|| async {
+                let out = self
+                    .exec_as(
+                        "root",
+                        argv,
+                        BTreeMap::new(),
+                        Some("/"),
+                        Some(Duration::from_secs(120)),
+                        16 * 1024,
+                    )
+                    .await
+                    .map_err(ProbeMiss::Fault)?;
+                // Only a success is kept: it is the image's. A probe cut short by the deadline
+                // answered nothing, and a failure may be this container's (killed, out of
+                // memory): asked again, either runs again.
+                if out.success() && !out.timed_out {
+                    Ok(true)
+                } else {
+                    Err(ProbeMiss::NotKept(out.success()))
+                }
+            })
+            .await;
+        match answer {
+            Ok(&ok) => Ok(ok),
+            Err(ProbeMiss::NotKept(ok)) => Ok(ok),
+            Err(ProbeMiss::Fault(f)) => Err(f),
+        }
+    }
+
+    /// Runs the given probes concurrently and keeps their answers (failures to run them are
+    /// left for the probe's own call to report).
+    pub async fn prewarm(&self, probes: &[Vec<String>]) {
+        let runs = probes.iter().map(|argv| async move {
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let _ = self.probe(&argv).await;
+        });
+        futures::future::join_all(runs).await;
+    }
+
+    fn probed_lock(&self) -> std::sync::MutexGuard<'_, Answers> {
+        self.probed
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Kills every process of `user` (e.g. what agent code left running in the background),
@@ -215,17 +299,38 @@ impl Env<'_, '_> {
         path: &str,
         cap: usize,
     ) -> Result<FileRead, Fault> {
+        self.read_file_as_inner(user, path, cap, false).await
+    }
+
+    /// [`Env::reap`] of `user` and [`Env::read_file_as`] in one exec as `user`: its leftover
+    /// processes are killed first (the reading shell's own `kill -9 -1` spares only itself),
+    /// then the file is read with its rights.
+    pub async fn reap_and_read_as(
+        &self,
+        user: &str,
+        path: &str,
+        cap: usize,
+    ) -> Result<FileRead, Fault> {
+        self.read_file_as_inner(user, path, cap, true).await
+    }
+
+    async fn read_file_as_inner(
+        &self,
+        user: &str,
+        path: &str,
+        cap: usize,
+        reap_first: bool,
+    ) -> Result<FileRead, Fault> {
+        let read = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
+        let script = if reap_first {
+            format!("kill -9 -1 2>/dev/null; {read}")
+        } else {
+            read.to_owned()
+        };
         let out = self
             .exec_as(
                 user,
-                sv(&[
-                    "sh",
-                    "-c",
-                    "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4",
-                    "sh",
-                    path,
-                    &(cap + 1).to_string(),
-                ]),
+                sv(&["sh", "-c", &script, "sh", path, &(cap + 1).to_string()]),
                 BTreeMap::new(),
                 Some("/"),
                 Some(Duration::from_secs(120)),

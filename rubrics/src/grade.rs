@@ -43,6 +43,40 @@ const SCRIPTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Our harness (the [`SCRIPTS`]) written to a host folder, to be copied into a grading
+/// sandbox together with its other files ([`Harness::copy_in`]; then set
+/// [`GradingContext::harness_staged`]).
+#[derive(Debug)]
+pub struct Harness {
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// Writes the harness to a fresh host folder: files 0644, folders 0755.
+    pub fn write() -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir()?;
+        for (rel, text) in SCRIPTS {
+            let p = dir.path().join(rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+                std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755))?;
+            }
+            std::fs::write(&p, text)?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644))?;
+        }
+        Ok(Self { dir })
+    }
+
+    /// The copy of the harness to `<scratch>/rb`: root-owned, read-only to others (what
+    /// staging it inside the sandbox makes of it).
+    pub fn copy_in(&self, scratch: &str) -> sandbox::CopyIn {
+        sandbox::CopyIn::new(self.dir.path(), join(scratch, "rb"))
+            .owned_by(0, 0)
+            .with_mode(0o755)
+    }
+}
+
 /// Grades an agent's outputs. Never fails: infrastructure problems become statuses.
 pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport {
     let started = Instant::now();
@@ -75,71 +109,81 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         rb_dir,
         forbidden_log,
         snap: join(&ctx.scratch, "snapshot/ws"),
+        probed: ctx.probes.clone(),
     };
+    let mut probes: Vec<Vec<String>> = spec.graders.iter().flat_map(|g| g.check.probes()).collect();
+    probes.sort();
+    probes.dedup();
 
-    let mut flags = Vec::new();
-    let staged = match stage_scripts(&env).await {
-        // Snapshot first: before any grader runs agent code.
-        Ok(()) => match snapshot::take(&env).await {
-            Ok(odd) => {
-                if !odd.is_empty() {
-                    flags.push(format!(
-                        "dropped from the agent's outputs (links, FIFOs, sockets or devices are never followed): {}",
-                        odd.iter().take(50).cloned().collect::<Vec<_>>().join(", ")
-                    ));
+    // The graders' trusted probes (root, cwd `/`, empty environment: nothing of the agent's is
+    // involved) run from the start, beside the snapshot and the graders' own set-up; a grader
+    // waits for a probe's answer only before it runs agent code.
+    let graded = async {
+        let mut flags = Vec::new();
+        let staged = match stage_scripts(&env).await {
+            // Snapshot first: before any grader runs agent code.
+            Ok(()) => match snapshot::take(&env).await {
+                Ok(odd) => {
+                    if !odd.is_empty() {
+                        flags.push(format!(
+                            "dropped from the agent's outputs (links, FIFOs, sockets or devices are never followed): {}",
+                            odd.iter().take(50).cloned().collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-            Err(f) => Err(f),
-        },
-        Err(e) => Err(Fault::Broken(format!(
-            "cannot stage the grader scripts in the sandbox: {e}"
-        ))),
-    };
-    // Re-running the agent's code (reproduce) may rewrite the workspace: those graders go last,
-    // so that every other grader sees exactly what the agent submitted. Results keep spec order.
-    let mut order: Vec<usize> = (0..spec.graders.len()).collect();
-    order.sort_by_key(|&i| spec.graders[i].check.runs_last());
-    let mut slots: Vec<Option<GraderResult>> = vec![None; spec.graders.len()];
-    for i in order {
-        let g = &spec.graders[i];
-        let t0 = Instant::now();
-        let outcome = match &staged {
-            Err(Fault::Budget) => Outcome::from_fault(Fault::Budget),
-            Err(Fault::Broken(e)) => Outcome::from_fault(Fault::Broken(e.clone())),
-            Err(Fault::Sandbox(e)) => {
-                Outcome::new(Status::EnvBroken, 0.0).detail(format!("grading sandbox failed: {e}"))
-            }
-            Ok(()) => g.check.run(&env).await,
+                Err(f) => Err(f),
+            },
+            Err(e) => Err(Fault::Broken(format!(
+                "cannot stage the grader scripts in the sandbox: {e}"
+            ))),
         };
-        let mut r = GraderResult::outcome(
-            &g.name,
-            g.check.kind(),
-            &g.dimension,
-            g.weight,
-            outcome.status,
-            outcome.score,
-        );
-        r.tests = outcome.tests;
-        r.details = outcome.details;
-        r.data = outcome.data;
-        r.duration_secs = t0.elapsed().as_secs_f64();
-        tracing::info!(grader = %g.name, status = %r.status, score = ?r.score, "grader finished");
-        slots[i] = Some(r);
-    }
-    let mut results: Vec<GraderResult> = slots.into_iter().flatten().collect();
-    if !forbidden.is_empty() && staged.is_ok() {
-        apply_runtime_forbidden(&env, spec, &mut results).await;
-    }
-    for r in &results {
-        if r.status == Status::TamperingDetected {
-            flags.push(format!(
-                "tampering detected by grader {:?}: {}",
-                r.name,
-                r.details.first().map_or("", String::as_str)
-            ));
+        // Re-running the agent's code (reproduce) may rewrite the workspace: those graders go last,
+        // so that every other grader sees exactly what the agent submitted. Results keep spec order.
+        let mut order: Vec<usize> = (0..spec.graders.len()).collect();
+        order.sort_by_key(|&i| spec.graders[i].check.runs_last());
+        let mut slots: Vec<Option<GraderResult>> = vec![None; spec.graders.len()];
+        for i in order {
+            let g = &spec.graders[i];
+            let t0 = Instant::now();
+            let outcome = match &staged {
+                Err(Fault::Budget) => Outcome::from_fault(Fault::Budget),
+                Err(Fault::Broken(e)) => Outcome::from_fault(Fault::Broken(e.clone())),
+                Err(Fault::Sandbox(e)) => Outcome::new(Status::EnvBroken, 0.0)
+                    .detail(format!("grading sandbox failed: {e}")),
+                Ok(()) => g.check.run(&env).await,
+            };
+            let mut r = GraderResult::outcome(
+                &g.name,
+                g.check.kind(),
+                &g.dimension,
+                g.weight,
+                outcome.status,
+                outcome.score,
+            );
+            r.tests = outcome.tests;
+            r.details = outcome.details;
+            r.data = outcome.data;
+            r.duration_secs = t0.elapsed().as_secs_f64();
+            tracing::info!(grader = %g.name, status = %r.status, score = ?r.score, "grader finished");
+            slots[i] = Some(r);
         }
-    }
+        let mut results: Vec<GraderResult> = slots.into_iter().flatten().collect();
+        if !forbidden.is_empty() && staged.is_ok() {
+            apply_runtime_forbidden(&env, spec, &mut results).await;
+        }
+        for r in &results {
+            if r.status == Status::TamperingDetected {
+                flags.push(format!(
+                    "tampering detected by grader {:?}: {}",
+                    r.name,
+                    r.details.first().map_or("", String::as_str)
+                ));
+            }
+        }
+        (results, flags)
+    };
+    let ((), (results, flags)) = futures::future::join(env.prewarm(&probes), graded).await;
     let weights = effective_weights(spec, ctx.weights_override.as_ref());
     let mut report = combine(results, &weights, spec.pass_threshold);
     report.flags = flags;
@@ -147,6 +191,9 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
 }
 
 async fn stage_scripts(env: &Env<'_, '_>) -> Result<(), String> {
+    if env.ctx.harness_staged {
+        return Ok(());
+    }
     let tmp = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
     let write = |rel: &str, text: &str| -> Result<(), String> {
         let p = tmp.path().join(rel);

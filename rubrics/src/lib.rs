@@ -17,7 +17,7 @@ pub mod stats;
 pub mod status;
 
 pub use checks::{Check, CheckSpec};
-pub use env::GradingContext;
+pub use env::{GradingContext, ImageProbes, ProbeCache};
 pub use grade::grade;
 pub use judge::{Judge, JudgeConfig};
 pub use report::{DimensionScore, GradeReport, GraderResult, TestResult};

@@ -37,6 +37,63 @@ chown -R 1000:1000 "$ws" && chmod 755 "$ws" && chmod -R a+rX "$ws" || exit 82
 find . -type f -size +65536k -exec sh -c 'for f; do ln "$f" "$0/$f" || exit 1; done' "$ws" {} + || exit 83
 "#;
 
+/// `$1` workspace, `$2` snapshot, `$3` `1` to kill leftover processes first, `$4` a script to
+/// run next in the same exec (`""`: none) with the remaining arguments: from a root shell,
+/// every process of the agent's and the task-author uid is killed (each uid's own `kill -9 -1`
+/// through `setpriv`; exit 78 when the image has no `setpriv`), the live workspace is rebuilt
+/// from the snapshot ([`RESET`]), then the next script runs.
+const REAP_RESET_THEN: &str = r#"set -u
+ws="$1"; snap="$2"; reap="$3"; next="$4"; shift 4
+if [ "$reap" = 1 ]; then
+  command -v setpriv >/dev/null 2>&1 || exit 78
+  for u in 1000 2000; do
+    setpriv --reuid="$u" --regid="$u" --clear-groups sh -c 'kill -9 -1 2>/dev/null; exit 0' || exit 78
+  done
+fi
+sh -c "$0" sh "$ws" "$snap" || exit $?
+[ -n "$next" ] || exit 0
+exec sh -c "$next" sh "$@"
+"#;
+
+/// Kills leftovers of the agent's and the task-author uid, rebuilds the live workspace from the
+/// snapshot and runs `next` (a root `sh` script, with `args`) in ONE exec as root, cwd `/`.
+/// Exit codes: [`RESET`]'s 80-83, else `next`'s. Images without `setpriv` get the kills as
+/// separate execs (each uid's own `kill -9 -1`).
+pub(crate) async fn reset_then(
+    env: &Env<'_, '_>,
+    next: &str,
+    args: &[String],
+    limit: Duration,
+    output_cap: usize,
+) -> Result<sandbox::ExecOutcome, Fault> {
+    let run = |reap: &str| {
+        let mut argv = sv(&[
+            "sh",
+            "-c",
+            REAP_RESET_THEN,
+            RESET,
+            &env.ctx.workspace,
+            &env.snap,
+            reap,
+            next,
+        ]);
+        argv.extend(args.iter().cloned());
+        env.exec(argv, false, Some("/"), Some(limit), output_cap)
+    };
+    let out = run("1").await?;
+    if out.exit_code != Some(78) {
+        return Ok(out);
+    }
+    env.reap(AGENT_USER).await;
+    env.reap(AUTHOR_USER).await;
+    run("0").await
+}
+
+/// Whether an exec from [`reset_then`] failed in the reset part (exit 80-83).
+pub(crate) fn reset_failed(out: &sandbox::ExecOutcome) -> bool {
+    matches!(out.exit_code, Some(80..=83))
+}
+
 /// Takes the snapshot; returns the dropped entries (relative to `/workspace`).
 pub(crate) async fn take(env: &Env<'_, '_>) -> Result<Vec<String>, Fault> {
     let base = parent(&env.snap);
@@ -79,19 +136,21 @@ pub(crate) async fn take(env: &Env<'_, '_>) -> Result<Vec<String>, Fault> {
 
 /// Rebuilds the live workspace from the snapshot (before agent or task-author code runs).
 pub(crate) async fn reset_workspace(env: &Env<'_, '_>) -> Result<(), Fault> {
-    env.reap(AGENT_USER).await;
-    env.reap(AUTHOR_USER).await;
-    let out = env
-        .exec(
-            sv(&["sh", "-c", RESET, "sh", &env.ctx.workspace, &env.snap]),
-            false,
-            Some("/"),
-            Some(Duration::from_secs(600)),
-            64 * 1024,
-        )
-        .await?;
+    let out = reset_then(env, "", &[], Duration::from_secs(600), 64 * 1024).await?;
     if out.success() {
         Ok(())
+    } else {
+        reset_outcome(out)?;
+        Err(Fault::Broken(
+            "cannot restore the workspace from the snapshot".into(),
+        ))
+    }
+}
+
+/// The reset part of an exec from [`reset_then`]: `Err` when it failed.
+pub(crate) fn reset_outcome(out: sandbox::ExecOutcome) -> Result<sandbox::ExecOutcome, Fault> {
+    if !reset_failed(&out) && !out.timed_out {
+        Ok(out)
     } else if out.timed_out {
         Err(Fault::Budget)
     } else {

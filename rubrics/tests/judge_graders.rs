@@ -166,3 +166,105 @@ async fn paperbench_discrepancy_and_invalid_judge() {
     assert_eq!(report.score, None);
     assert_eq!(report.status, Status::JudgeInvalid);
 }
+
+/// The report as JSON without the `attempts` fields (0 for a verdict served from the cache).
+fn without_attempts(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("attempts");
+                m.remove("duration_secs");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+#[tokio::test]
+async fn regrading_with_cached_verdicts_asks_nothing_and_gives_the_identical_grade() {
+    let shared = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/benchmarks/paperbench/fixtures");
+    let rubric = std::fs::read(shared.join("hex_flags.json")).expect("fixture");
+    let gold = |i: u32| {
+        std::fs::read(shared.join(format!("submissions/hex_flags/gold/{i}.txt")))
+            .expect("gold flag")
+    };
+    let (f1, f2, f4) = (gold(1), gold(2), gold(4));
+    let g = Grading::new(
+        "python",
+        &[
+            ("1.txt", &f1),
+            ("2.txt", &f2),
+            ("3.txt", b"0xdeadbeef"),
+            ("4.txt", &f4),
+            (
+                "report.md",
+                b"The code divides by N where the paper uses N-1.",
+            ),
+        ],
+        &[
+            ("rubric.json", &rubric),
+            (
+                "discrepancy.txt",
+                b"Variance normalised by N in code, N-1 in the paper.",
+            ),
+        ],
+    )
+    .await;
+    let spec = r#"
+        [dimensions]
+        code_correctness = 0.5
+        data_accuracy = 0.5
+        [[graders]]
+        name = "flags"
+        dimension = "code_correctness"
+        check = { kind = "paperbench_tree", hidden_rubric = "rubric.json", categories = ["Code Development"] }
+        [[graders]]
+        name = "discrepancy"
+        dimension = "data_accuracy"
+        check = { kind = "discrepancy", output = "report.md", hidden_reference = "discrepancy.txt" }
+        "#;
+    let (base, seen) = mock().await;
+    // One cache shared by two judges built separately, as a run and its resume share the store.
+    let cache: Arc<dyn rubrics::judge::VerdictCache> =
+        Arc::new(rubrics::judge::MemoryCache::default());
+    let build = || {
+        let mut cfg = JudgeConfig::new(base.clone(), "mock-judge");
+        cfg.backoff_ms = 10;
+        Judge::with_key(cfg, None)
+            .expect("judge")
+            .with_cache(cache.clone())
+    };
+    let first = g
+        .grade(spec, Some(&build()), Duration::from_secs(300))
+        .await;
+    let asked = seen.lock().expect("lock").len();
+    assert!(asked >= 2, "the leaves and the discrepancy asked: {asked}");
+    let again = g
+        .grade(spec, Some(&build()), Duration::from_secs(300))
+        .await;
+    g.remove().await;
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        asked,
+        "a re-grade asks the judge nothing"
+    );
+    assert!(first.score.is_some(), "{first:?}");
+    assert_eq!(first.score, again.score);
+    assert_eq!(first.status, again.status);
+    assert_eq!(first.dimensions, again.dimensions);
+    assert_eq!(
+        without_attempts(serde_json::to_value(&first).expect("json")),
+        without_attempts(serde_json::to_value(&again).expect("json")),
+        "the same grade, verdict for verdict"
+    );
+    let cached = serde_json::to_value(&again.graders[1]).expect("json");
+    assert_eq!(
+        cached["data"]["attempts"], 0,
+        "served from the cache: {cached}"
+    );
+}

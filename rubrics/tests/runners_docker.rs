@@ -316,3 +316,55 @@ async fn harbor_verifier_judge_unavailable_and_budget() {
     assert_eq!(report.graders[1].status, Status::Timeout);
     assert_eq!(report.score, Some(0.0));
 }
+
+/// A trusted probe's answer is a property of the pristine image: gradings that share a
+/// `ProbeCache` (the green agent keeps one per image) ask it once. Evidence: once the first
+/// grading has its answer, later gradings sharing the cache do not notice pytest vanishing
+/// from their container (they never ask again), while a grading with its own cache probes and
+/// reports the environment broken.
+#[tokio::test]
+async fn a_probe_is_asked_once_per_shared_cache() {
+    const SPEC: &str = r#"
+        [[graders]]
+        name = "pytest"
+        dimension = "code_correctness"
+        check = { kind = "pytest", hidden_tests = "tests" }
+        "#;
+    const PASSING: &[u8] =
+        b"from solution import mean\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2.0\n";
+    let shared = rubrics::ProbeCache::default();
+    let first = Grading::new(
+        "python",
+        &[("solution.py", SOLUTION)],
+        &[("tests/test_stats.py", PASSING)],
+    )
+    .await;
+    let report = first
+        .grade_with_probes(SPEC, None, Duration::from_secs(300), shared.clone())
+        .await;
+    first.remove().await;
+    assert_eq!(report.graders[0].status, Status::Pass, "{report:?}");
+
+    let mut statuses = Vec::new();
+    for cache in [rubrics::ProbeCache::default(), shared] {
+        let g = Grading::new(
+            "python",
+            &[("solution.py", SOLUTION)],
+            &[("tests/test_stats.py", PASSING)],
+        )
+        .await;
+        let gone = g
+            .sh("python3 -I -c 'import os, pytest, shutil; shutil.rmtree(os.path.dirname(pytest.__file__))'")
+            .await;
+        assert!(gone.success(), "{gone:?}");
+        let report = g
+            .grade_with_probes(SPEC, None, Duration::from_secs(300), cache)
+            .await;
+        g.remove().await;
+        statuses.push(report.graders[0].status);
+    }
+    // Its own cache: probed, pytest is missing. The shared cache: not probed again.
+    assert_eq!(statuses[0], Status::EnvBroken);
+    assert_ne!(statuses[1], Status::EnvBroken);
+    assert_ne!(statuses[1], Status::Pass);
+}

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::env::{AGENT_USER, Env, Fault, LOG_CAP, Outcome, exit_note, sv, tail, unique};
+use crate::env::{AGENT_USER, Env, Fault, FileRead, LOG_CAP, Outcome, exit_note, sv, tail, unique};
 use crate::snapshot;
 use crate::status::Status;
 
@@ -70,9 +70,6 @@ impl AgentRun {
         held: &[&str],
         user: &'static str,
     ) -> Result<Self, Outcome> {
-        snapshot::reset_workspace(env)
-            .await
-            .map_err(Outcome::from_fault)?;
         let dir = env.scratch(&format!("runs/{kind}-{}", unique()));
         let mut run_env = env.py_env.clone();
         // The held-out folder is out of the run's reach; point at the copies instead.
@@ -85,11 +82,7 @@ impl AgentRun {
         } else {
             String::new()
         };
-        let mut argv = sv(&[
-            "sh",
-            "-c",
-            ISOLATE,
-            "sh",
+        let mut args = sv(&[
             &dir,
             &env.ctx.hidden,
             &env.ctx.scratch,
@@ -97,16 +90,12 @@ impl AgentRun {
             &runlog,
             user,
         ]);
-        argv.extend(held.iter().map(|s| (*s).to_owned()));
-        let out = env
-            .exec(
-                argv,
-                false,
-                Some("/"),
-                Some(Duration::from_secs(120)),
-                64 * 1024,
-            )
+        args.extend(held.iter().map(|s| (*s).to_owned()));
+        // One exec: leftovers killed, the live workspace rebuilt from the snapshot, then the
+        // run's folder isolated.
+        let out = snapshot::reset_then(env, ISOLATE, &args, Duration::from_secs(600), 64 * 1024)
             .await
+            .and_then(snapshot::reset_outcome)
             .map_err(Outcome::from_fault)?;
         if out.timed_out {
             return Err(Outcome::from_fault(Fault::Budget));
@@ -170,6 +159,39 @@ impl AgentRun {
         env.reap(self.user).await;
         self.collect_log(env).await;
         out
+    }
+
+    /// [`AgentRun::exec_python`] followed by reading the report the run wrote at `report`
+    /// with the run's rights. Without a per-run forbidden-API log to collect, the kill of the
+    /// run's leftovers and the read are one exec (as the run's uid: `kill -9 -1`, then the
+    /// read); with one, they stay apart (kill, collect the log as root, read).
+    pub async fn exec_python_then_read(
+        &self,
+        env: &Env<'_, '_>,
+        mode: &str,
+        args: Vec<String>,
+        report: &str,
+        cap: usize,
+    ) -> Result<(sandbox::ExecOutcome, FileRead), Fault> {
+        if !self.runlog.is_empty() {
+            let out = self.exec_python(env, mode, args, None).await?;
+            let read = env.read_file_as(self.user, report, cap).await?;
+            return Ok((out, read));
+        }
+        let mut argv = vec![
+            "python3".to_owned(),
+            "-I".into(),
+            "-B".into(),
+            format!("{}/launch.py", env.rb_dir),
+            env.ctx.workspace.clone(),
+            mode.to_owned(),
+        ];
+        argv.extend(args);
+        let out = env
+            .exec_as(self.user, argv, self.env.clone(), None, None, LOG_CAP)
+            .await;
+        let read = env.reap_and_read_as(self.user, report, cap).await;
+        Ok((out?, read?))
     }
 
     /// Runs our own trusted program as root with this run's environment (which the agent-side

@@ -39,8 +39,14 @@ impl CheckSpec for ForbiddenApi {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["python3", "-I", "-B", "-c", "import ast, json"];
+
 #[async_trait]
 impl Run for ForbiddenApi {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         forbidden_static(env, &self.forbidden, &self.outputs).await
     }
@@ -80,7 +86,7 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     if files.is_empty() {
         return Outcome::new(Status::Pass, 1.0).detail("no Python file to scan");
     }
-    if !tryf!(env.probe(&["python3", "-I", "-B", "-c", "import ast, json"]).await) {
+    if !tryf!(env.probe(PROBE).await) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("python3 is not available in the grading image");
     }

@@ -27,8 +27,14 @@ impl CheckSpec for HarborVerifier {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["sh", "-c", "command -v bash"];
+
 #[async_trait]
 impl Run for HarborVerifier {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         harbor(env, &self.hidden_script).await
     }
@@ -48,7 +54,7 @@ if [ ! -e /app ] && [ ! -L /app ]; then ln -s "$3" /app || exit 1; fi
 /// any import path; it writes `/logs/verifier/reward.txt` or `reward.json`. Agent code the
 /// script executes gets that uid's rights.
 async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
-    if !tryf!(env.probe(&["sh", "-c", "command -v bash"]).await) {
+    if !tryf!(env.probe(PROBE).await) {
         return Outcome::new(Status::EnvBroken, 0.0).detail("bash is not available in the image");
     }
     let folder = script.rsplit_once('/').map_or("", |(d, _)| d);

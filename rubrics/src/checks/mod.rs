@@ -97,6 +97,12 @@ pub(crate) trait Run: CheckSpec + Sync {
     fn forbidden(&self) -> &[String] {
         &[]
     }
+    /// The trusted probes ([`Env::probe`]) this check asks for whatever the workspace holds:
+    /// run (concurrently, with the snapshot) before any grader runs agent code, their answers
+    /// kept for the check.
+    fn probes(&self) -> Vec<Vec<String>> {
+        Vec::new()
+    }
 }
 
 /// A tolerance key that must be finite and non-negative when present.
@@ -187,5 +193,8 @@ impl Check {
     }
     pub(crate) fn forbidden(&self) -> &[String] {
         self.inner().forbidden()
+    }
+    pub(crate) fn probes(&self) -> Vec<Vec<String>> {
+        self.inner().probes()
     }
 }

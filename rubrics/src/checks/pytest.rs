@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::AgentRun;
 use crate::checks::canary::{Canary, StaticTests, checked_outcome};
-use crate::env::{AGENT_USER, Env, FileRead, Outcome, REPORT_CAP, exit_note, sv, tryf};
+use crate::env::{Env, FileRead, Outcome, REPORT_CAP, exit_note, sv, tryf};
 use crate::junit;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -29,8 +29,14 @@ impl CheckSpec for Pytest {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["python3", "-I", "-B", "-c", "import pytest"];
+
 #[async_trait]
 impl Run for Pytest {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         pytest(env, &self.hidden_tests, &self.args).await
     }
@@ -39,28 +45,33 @@ impl Run for Pytest {
 async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
     // Evidence for an infrastructure status comes from a trusted probe, never from the text
     // the agent's code prints.
-    if !tryf!(env.probe(&["python3", "-I", "-B", "-c", "import pytest"]).await) {
+    // (The run's folder is prepared, as root, while the probe answers.)
+    let (probed, run) =
+        futures::future::join(env.probe(PROBE), AgentRun::prepare(env, "pytest", &[tests])).await;
+    if !tryf!(probed) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("pytest is not available in the grading image");
     }
-    let run = match AgentRun::prepare(env, "pytest", &[tests]).await {
+    let run = match run {
         Ok(r) => r,
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let listed = tryf!(StaticTests::list(env, "pytest", &held).await);
     let canary = Canary::new();
-    let is_dir = tryf!(env.probe(&["test", "-d", &held]).await);
-    let canary_dir = if is_dir {
-        held.clone()
-    } else {
-        held.rsplit_once('/')
-            .map_or(held.clone(), |(d, _)| d.to_owned())
-    };
-    // Sorts after the held-out test files, so it runs after every test that may import (and
-    // patch) the agent's code.
-    let canary_file = format!("{canary_dir}/test_zzzz{}.py", canary.nonce);
-    tryf!(AgentRun::write_root(env, &canary_file, &canary.pytest_source()).await);
+    // The held-out tests are listed, then the canary file planted beside them (in one root
+    // exec). Its name sorts after the held-out test files, so it runs after every test that
+    // may import (and patch) the agent's code.
+    let (listed, planted) = tryf!(
+        StaticTests::list_then_plant(
+            env,
+            "pytest",
+            &held,
+            &format!("test_zzzz{}.py", canary.nonce),
+            &canary.pytest_source(),
+        )
+        .await
+    );
+    let (canary_file, is_dir) = (planted.path, planted.beside_folder);
     let xml = format!("{}/junit.xml", run.dir);
     let mut argv = sv(&[
         "-q",
@@ -81,19 +92,18 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
         argv.push(canary_file);
     }
     argv.extend(args.iter().cloned());
-    let out = tryf!(run.exec_python(env, "pytest", argv, None).await);
-    junit_outcome(env, &out, &xml, &canary, &listed).await
+    let (out, report) =
+        tryf!(run.exec_python_then_read(env, "pytest", argv, &xml, REPORT_CAP).await);
+    junit_verdict(&out, report, &canary, &listed)
 }
 
-/// Reads the JUnit XML a run of agent code wrote (with the agent's rights) and judges it.
-pub(crate) async fn junit_outcome(
-    env: &Env<'_, '_>,
+/// Judges the JUnit XML a run of agent code wrote (read with the agent's rights).
+fn junit_verdict(
     out: &sandbox::ExecOutcome,
-    xml: &str,
+    report: FileRead,
     canary: &Canary,
     listed: &StaticTests,
 ) -> Outcome {
-    let report = tryf!(env.read_file_as(AGENT_USER, xml, REPORT_CAP).await);
     let parsed = match report {
         FileRead::Bytes(b) => junit::parse(&String::from_utf8_lossy(&b)).ok(),
         _ => None,

@@ -39,8 +39,14 @@ impl CheckSpec for ScicodeSteps {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["python3", "-I", "-B", "-c", "import numpy"];
+
 #[async_trait]
 impl Run for ScicodeSteps {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         let case_timeout = self
             .case_timeout_secs
@@ -56,11 +62,14 @@ impl Run for ScicodeSteps {
 async fn scicode(env: &Env<'_, '_>, cases: &str, output: &str, case_timeout: u64) -> Outcome {
     // Evidence for an infrastructure status comes from a trusted probe, never from what the
     // agent's code prints.
-    if !tryf!(env.probe(&["python3", "-I", "-B", "-c", "import numpy"]).await) {
+    // (The run's folder is prepared, as root, while the probe answers.)
+    let (probed, run) =
+        futures::future::join(env.probe(PROBE), AgentRun::prepare(env, "scicode", &[])).await;
+    if !tryf!(probed) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("python3 with numpy is not available in the grading image");
     }
-    let run = match AgentRun::prepare(env, "scicode", &[]).await {
+    let run = match run {
         Ok(r) => r,
         Err(o) => return o,
     };
@@ -102,7 +111,8 @@ async fn scicode(env: &Env<'_, '_>, cases: &str, output: &str, case_timeout: u64
                     let mut t = row_to_test(&json!({"name": format!("step {}", s["step_id"].as_str().unwrap_or("?")), "status": s["status"], "message": s["message"]}));
                     let bad = s["cases"].as_array().and_then(|c| c.iter().find(|c| c["status"] != "pass"));
                     if let (None, Some(bad)) = (&t.message, bad) {
-                        t = t.with_message(format!("case {}: {}", bad["case"], bad["message"].as_str().unwrap_or("")));
+                        let copy = bad["perturbed_of"].as_u64().map_or(String::new(), |of| format!(" (a perturbed copy of case {of})"));
+                        t = t.with_message(format!("case {}{copy}: {}", bad["case"], bad["message"].as_str().unwrap_or("")));
                     }
                     t
                 })

@@ -27,8 +27,14 @@ impl CheckSpec for Testthat {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["Rscript", "--vanilla", "-e", "library(testthat)"];
+
 #[async_trait]
 impl Run for Testthat {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         testthat(env, &self.hidden_tests).await
     }
@@ -61,7 +67,7 @@ write.table(out, args[2], sep = "\t", quote = FALSE, row.names = FALSE)
 async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
     // `--vanilla`: no `.Rprofile`/`.Renviron` of the agent's (nor of the working folder).
     if !tryf!(
-        env.probe(&["Rscript", "--vanilla", "-e", "library(testthat)"])
+        env.probe(PROBE)
             .await
     ) {
         return Outcome::new(Status::EnvBroken, 0.0)

@@ -27,19 +27,29 @@ impl CheckSpec for Unittest {
     }
 }
 
+/// The trusted probe this kind's tool needs (see [`Run::probes`]).
+const PROBE: &[&str] = &["python3", "-I", "-B", "-c", "import unittest"];
+
 #[async_trait]
 impl Run for Unittest {
+    fn probes(&self) -> Vec<Vec<String>> {
+        vec![crate::env::sv(PROBE)]
+    }
     async fn run(&self, env: &Env<'_, '_>) -> Outcome {
         unittest(env, &self.hidden_tests).await
     }
 }
 
 async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
-    if !tryf!(env.probe(&["python3", "-I", "-B", "-c", "import unittest"]).await) {
+    // (The run's folder is prepared, as root, while the probe answers.)
+    let (probed, run) =
+        futures::future::join(env.probe(PROBE), AgentRun::prepare(env, "unittest", &[tests]))
+            .await;
+    if !tryf!(probed) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("python3 (unittest) is not available in the grading image");
     }
-    let run = match AgentRun::prepare(env, "unittest", &[tests]).await {
+    let run = match run {
         Ok(r) => r,
         Err(o) => return o,
     };

@@ -1,13 +1,11 @@
 //! One judge model over HTTP: bounded retries with backoff, `Retry-After`, the protocol check and
-//! an in-memory cache of accepted verdicts keyed by a hash of (API, model, prompt).
+//! a [`VerdictCache`] of accepted verdicts keyed by a hash of (API, model, prompt, scale).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
+use super::cache::{self, MemoryCache, VerdictCache};
 use super::config::JudgeConfig;
 use super::wire::{self, Prompt};
 use super::{JudgeError, JudgeFailure, ScoreScale, Verdict};
@@ -19,7 +17,7 @@ pub struct JudgeClient {
     config: JudgeConfig,
     api_key: Option<String>,
     http: reqwest::Client,
-    cache: Mutex<HashMap<String, Verdict>>,
+    cache: Arc<dyn VerdictCache>,
 }
 
 impl fmt::Debug for JudgeClient {
@@ -58,36 +56,41 @@ impl JudgeClient {
             config,
             api_key,
             http,
-            cache: Mutex::default(),
+            cache: Arc::new(MemoryCache::default()),
         })
+    }
+
+    /// Keeps accepted verdicts in `cache` instead of this client's own memory.
+    pub fn with_cache(mut self, cache: Arc<dyn VerdictCache>) -> Self {
+        self.cache = cache;
+        self
     }
 
     pub fn config(&self) -> &JudgeConfig {
         &self.config
     }
 
-    /// Asks this model. Failures are never cached; accepted verdicts are.
+    /// Asks this model. Failures are never cached; accepted verdicts are (a verdict served
+    /// from the cache has `attempts == 0`). A cache that cannot be read or written is logged and
+    /// bypassed: the model is asked, the grade goes on.
     pub async fn ask(&self, prompt: &Prompt, scale: ScoreScale) -> Result<Verdict, JudgeFailure> {
-        let key = {
-            let mut h = Sha256::new();
-            for part in [
-                self.config.api.as_str(),
-                &self.config.model,
-                &prompt.system,
-                &prompt.user,
-            ] {
-                h.update(part.as_bytes());
-                h.update([0]);
+        let key = cache::cache_key(&self.config, prompt, scale);
+        match self.cache.get(&key).await {
+            Ok(Some(v)) if cache::acceptable(&v, scale) => {
+                tracing::debug!(model = %self.config.model, "judge verdict served from the cache");
+                return Ok(Verdict { attempts: 0, ..v });
             }
-            h.update([scale as u8]);
-            hex::encode(h.finalize())
-        };
-        if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return Ok(Verdict { attempts: 0, ..v });
+            Ok(Some(_)) => {
+                tracing::warn!(model = %self.config.model, "ignoring a cached verdict outside the scale")
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(model = %self.config.model, error = %e, "judge cache unreadable; asking the model")
+            }
         }
         let verdict = self.ask_uncached(prompt, scale).await?;
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert(key, verdict.clone());
+        if let Err(e) = self.cache.put(&key, &verdict).await {
+            tracing::warn!(model = %self.config.model, error = %e, "could not store the judge's verdict");
         }
         Ok(verdict)
     }

@@ -9,9 +9,10 @@
 //! API keys come from environment variables named in the config and are never logged.
 //!
 //! Modules: [`config`] (one model's address, API, limits, price), [`wire`] (the two HTTP
-//! formats), [`prompt`] (fencing), [`prompts`] (our questions), [`client`] (one model: retries,
-//! cache), [`vote`] (a panel's verdict).
+//! formats), [`prompt`] (fencing), [`prompts`] (our questions), [`client`] (one model: retries),
+//! [`cache`] (accepted verdicts, in memory or in the run's store), [`vote`] (a panel's verdict).
 
+pub mod cache;
 pub mod client;
 pub mod config;
 pub mod prompt;
@@ -19,8 +20,11 @@ pub mod prompts;
 pub mod vote;
 pub mod wire;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
+pub use cache::{CacheError, MemoryCache, VerdictCache};
 pub use client::JudgeClient;
 pub use config::{JudgeApi, JudgeConfig, Price};
 pub use wire::{Prompt, parse_answer};
@@ -176,6 +180,18 @@ impl Judge {
             return Err(JudgeError::EmptyPanel);
         }
         Ok(Self { members })
+    }
+
+    /// Every member keeps its accepted verdicts in `cache` (each under its own key: API, model,
+    /// prompt), e.g. the run's store, so a resumed run or a re-grade never asks twice.
+    pub fn with_cache(self, cache: Arc<dyn VerdictCache>) -> Self {
+        Self {
+            members: self
+                .members
+                .into_iter()
+                .map(|m| m.with_cache(cache.clone()))
+                .collect(),
+        }
     }
 
     /// The most bytes of one agent file any member is shown (how much graders read).

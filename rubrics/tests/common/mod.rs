@@ -120,9 +120,22 @@ impl Grading {
         judge: Option<&Judge>,
         timeout: Duration,
     ) -> GradeReport {
+        self.grade_with_probes(spec_toml, judge, timeout, rubrics::ProbeCache::default())
+            .await
+    }
+
+    /// [`Grading::grade`] with the trusted probes' answers shared through `probes`.
+    pub async fn grade_with_probes(
+        &self,
+        spec_toml: &str,
+        judge: Option<&Judge>,
+        timeout: Duration,
+        probes: rubrics::ProbeCache,
+    ) -> GradeReport {
         let spec: GradingSpec = toml::from_str(spec_toml).expect("spec parses");
         let mut ctx = GradingContext::new(self.sandbox.as_ref(), timeout);
         ctx.judge = judge;
+        ctx.probes = probes;
         // The machine is shared and the container has one CPU: give slow gold snippets room.
         ctx.case_timeout = Duration::from_secs(300);
         grade(&spec, &ctx).await

@@ -6,8 +6,10 @@ DURATIONS holds the gold run's per-case durations ({problem: {step: [secs, ...]}
 with --fail-fast on the same cases ordered fastest first, which changes only how soon a failing
 case is reached, never the verdict (all cases run until one fails).
 Prints one JSON object: {"results": [{"file", "problem", "step", "operator", "killed",
-"statuses", "identical_on_tests"}]}. A mutant is killed when some step does not pass (fail, error
-or timeout). For a survivor, `identical_on_tests` says whether every test snippet's compared
+"killed_perturbed", "statuses", "identical_on_tests"}]}. A mutant is killed when some step does
+not pass (fail, error or timeout) on SciCode's own inputs (`cases.json`); a survivor is run again
+on `cases_perturbed.json` (the same cases plus their perturbed copies) and `killed_perturbed`
+says whether those kill it (true for every mutant killed on the own inputs). For a survivor, `identical_on_tests` says whether every test snippet's compared
 value is exactly the gold code's (an equivalent mutant on the benchmark's inputs, which no grader
 using those inputs can detect) or merely within the comparison's tolerance.
 """
@@ -53,26 +55,30 @@ def main():
     os.chmod(runner, 0o644)
     ordered_dir = tempfile.mkdtemp()
     for pid in os.listdir(cases_dir):
-        path = os.path.join(cases_dir, pid, "cases.json")
-        if not os.path.isfile(path):
-            continue
-        problem = json.load(open(path))
-        for st in problem["steps"]:
-            d = durations.get(pid, {}).get(str(st["step_id"]), [])
-            order = sorted(range(len(st["test_cases"])), key=lambda i: d[i] if i < len(d) else 0.0)
-            st["test_cases"] = [st["test_cases"][i] for i in order]
-        os.makedirs(os.path.join(ordered_dir, pid))
-        with open(os.path.join(ordered_dir, pid, "cases.json"), "w") as f:
-            json.dump(problem, f)
+        for name in ("cases.json", "cases_perturbed.json"):
+            path = os.path.join(cases_dir, pid, name)
+            if not os.path.isfile(path):
+                continue
+            problem = json.load(open(path))
+            for st in problem["steps"]:
+                # Durations are those of the gold run on cases_perturbed.json, whose first
+                # cases are cases.json's.
+                d = durations.get(pid, {}).get(str(st["step_id"]), [])
+                order = sorted(range(len(st["test_cases"])),
+                               key=lambda i: d[i] if i < len(d) else 0.0)
+                st["test_cases"] = [st["test_cases"][i] for i in order]
+            os.makedirs(os.path.join(ordered_dir, pid), exist_ok=True)
+            with open(os.path.join(ordered_dir, pid, name), "w") as f:
+                json.dump(problem, f)
     sys.path.insert(0, prepare_dir)
     import prepare
     import scicode_runner
     scicode_runner.install_scicode_shim()
     gold_values = {}
-    def verdict(m):
+    def verdict(m, cases="cases.json"):
         with tempfile.NamedTemporaryFile(suffix=".json") as res:
             proc = subprocess.run(
-                ["python3", runner, os.path.join(ordered_dir, m["problem"], "cases.json"),
+                ["python3", runner, os.path.join(ordered_dir, m["problem"], cases),
                  os.path.join(mutants_dir, m["file"]), res.name, timeout, "--fail-fast"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
@@ -88,9 +94,20 @@ def main():
     mutants = json.load(open(manifest))
     with ThreadPoolExecutor(max_workers=int(workers)) as pool:
         all_verdicts = list(pool.map(verdict, mutants))
+    survivors = [m for m, (statuses, _) in zip(mutants, all_verdicts)
+                 if all(s == "pass" for s in statuses)]
+    with ThreadPoolExecutor(max_workers=int(workers)) as pool:
+        again = dict(zip([m["file"] for m in survivors],
+                         pool.map(lambda m: verdict(m, "cases_perturbed.json"), survivors)))
     out = []
     for m, (statuses, messages) in zip(mutants, all_verdicts):
         killed = any(s != "pass" for s in statuses)
+        killed_perturbed = killed
+        if not killed:
+            p_statuses, p_messages = again[m["file"]]
+            killed_perturbed = any(s != "pass" for s in p_statuses)
+            if killed_perturbed:
+                messages = p_messages
         identical = None
         if not killed:
             pid = m["problem"]
@@ -99,8 +116,8 @@ def main():
                 gold_values[pid] = values(open(os.path.join(mutants_dir, pid, "gold.py")).read(), problem, prepare)
             mine = values(open(os.path.join(mutants_dir, m["file"])).read(), problem, prepare)
             identical = mine == gold_values[pid]
-        out.append(dict(m, killed=killed, statuses=statuses, messages=messages[:3],
-                        identical_on_tests=identical))
+        out.append(dict(m, killed=killed, killed_perturbed=killed_perturbed, statuses=statuses,
+                        messages=messages[:3], identical_on_tests=identical))
     json.dump({"results": out}, sys.stdout)
 
 

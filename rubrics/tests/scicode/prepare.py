@@ -1,8 +1,10 @@
 """Test helper (runs in the grading container): derive SciCode targets from gold code and seed
 mutants of the gold code.
 
-Usage: python3 prepare.py PROBLEMS_JSONL OUT_DIR MAX_MUTANTS_PER_STEP RUNNER_DIR
-Writes OUT_DIR/<pid>/cases.json, OUT_DIR/<pid>/gold.py, OUT_DIR/<pid>/mutants/<n>.py and
+Usage: python3 prepare.py PROBLEMS_JSONL OUT_DIR MAX_MUTANTS_PER_STEP RUNNER_DIR [WORKERS]
+Writes OUT_DIR/<pid>/cases.json, OUT_DIR/<pid>/cases_perturbed.json (the same cases plus a
+perturbed copy of each, as the importer's `--perturbed-inputs` makes them with
+`scicode_runner.perturbed_case`), OUT_DIR/<pid>/gold.py, OUT_DIR/<pid>/mutants/<n>.py and
 OUT_DIR/manifest.json ([{"problem", "file", "step", "operator", "line", "before", "after"}],
 where before/after are the changed line as `ast.unparse` writes it).
 """
@@ -13,6 +15,7 @@ import json
 import math
 import os
 import sys
+import zlib
 
 import numpy as np
 
@@ -239,49 +242,86 @@ def changed_line(original, mutated):
     return "", ""
 
 
+def prepare_problem(job):
+    """One problem (in a pool worker): writes its files; returns (manifest, perturbed log)."""
+    line, out_dir, limit = job
+    import scicode_runner
+    manifest = []
+    perturbed_log = []
+    p = json.loads(line)
+    pid = str(p["problem_id"])
+    deps = p["required_dependencies"]
+    steps = p["sub_steps"]
+    gold_codes = [s["ground_truth_code"] for s in steps]
+    gold_ns = {"__name__": "__main__"}
+    exec(deps + "\n" + "\n\n".join(gold_codes), gold_ns)
+    tns = scicode_runner.trusted_namespace(deps)
+    cases = {"problem_id": pid, "required_dependencies": deps, "steps": []}
+    perturbed = {"problem_id": pid, "required_dependencies": deps, "steps": []}
+    for s in steps:
+        tcs = []
+        for t in s["test_cases"]:
+            np.random.seed(0)
+            tcs.append({"test": t, "target": encode(derive(t, gold_ns))})
+        copies = []
+        for i, t in enumerate(s["test_cases"]):
+            # The importer's seed: problem, step and case.
+            seed = zlib.crc32(("%s/%s/%d" % (pid, s["step_number"], i)).encode())
+            copy, why = scicode_runner.perturbed_case(
+                t, gold_ns, tns, seed, scicode_runner.step_functions(s["ground_truth_code"]))
+            if copy is not None:
+                copy["perturbed"]["of"] = i + 1
+                copies.append(copy)
+            perturbed_log.append({"problem": pid, "step": s["step_number"], "case": i + 1,
+                                  "inputs": copy["perturbed"]["inputs"] if copy else None,
+                                  "skipped": why})
+        cases["steps"].append({"step_id": s["step_number"], "function_header": s["function_header"],
+                               "test_cases": tcs})
+        perturbed["steps"].append({"step_id": s["step_number"],
+                                   "function_header": s["function_header"],
+                                   "test_cases": tcs + copies})
+    d = os.path.join(out_dir, pid)
+    os.makedirs(os.path.join(d, "mutants"), exist_ok=True)
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump(cases, f)
+    with open(os.path.join(d, "cases_perturbed.json"), "w") as f:
+        json.dump(perturbed, f)
+    with open(os.path.join(d, "gold.py"), "w") as f:
+        f.write(deps + "\n\n" + "\n\n".join(gold_codes) + "\n")
+    n = 0
+    for k, s in enumerate(steps):
+        for op, lineno, text, before, after in mutants(gold_codes[k], limit):
+            codes = list(gold_codes)
+            codes[k] = text
+            name = "m%03d.py" % n
+            n += 1
+            with open(os.path.join(d, "mutants", name), "w") as f:
+                f.write(deps + "\n\n" + "\n\n".join(codes) + "\n")
+            manifest.append({"problem": pid, "file": "%s/mutants/%s" % (pid, name),
+                             "step": s["step_number"], "operator": op, "line": lineno,
+                             "before": before, "after": after})
+    return manifest, perturbed_log
+
+
 def main():
     sys.path.insert(0, sys.argv[4])
     import scicode_runner
     scicode_runner.install_scicode_shim()
     src, out_dir, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    manifest = []
-    for line in open(src):
-        p = json.loads(line)
-        pid = str(p["problem_id"])
-        deps = p["required_dependencies"]
-        steps = p["sub_steps"]
-        gold_codes = [s["ground_truth_code"] for s in steps]
-        gold_ns = {"__name__": "__main__"}
-        exec(deps + "\n" + "\n\n".join(gold_codes), gold_ns)
-        cases = {"problem_id": pid, "required_dependencies": deps, "steps": []}
-        for s in steps:
-            tcs = []
-            for t in s["test_cases"]:
-                np.random.seed(0)
-                tcs.append({"test": t, "target": encode(derive(t, gold_ns))})
-            cases["steps"].append({"step_id": s["step_number"], "function_header": s["function_header"],
-                                   "test_cases": tcs})
-        d = os.path.join(out_dir, pid)
-        os.makedirs(os.path.join(d, "mutants"), exist_ok=True)
-        with open(os.path.join(d, "cases.json"), "w") as f:
-            json.dump(cases, f)
-        with open(os.path.join(d, "gold.py"), "w") as f:
-            f.write(deps + "\n\n" + "\n\n".join(gold_codes) + "\n")
-        n = 0
-        for k, s in enumerate(steps):
-            for op, lineno, text, before, after in mutants(gold_codes[k], limit):
-                codes = list(gold_codes)
-                codes[k] = text
-                name = "m%03d.py" % n
-                n += 1
-                with open(os.path.join(d, "mutants", name), "w") as f:
-                    f.write(deps + "\n\n" + "\n\n".join(codes) + "\n")
-                manifest.append({"problem": pid, "file": "%s/mutants/%s" % (pid, name),
-                                 "step": s["step_number"], "operator": op, "line": lineno,
-                                 "before": before, "after": after})
+    workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    jobs = [(line, out_dir, limit) for line in open(src) if line.strip()]
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        # Problems in file order (the manifest is the same whatever the number of workers).
+        done = pool.map(prepare_problem, jobs, chunksize=1)
+    manifest = [m for ms, _ in done for m in ms]
+    perturbed_log = [c for _, cs in done for c in cs]
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f)
-    print(json.dumps({"problems": len(set(m["problem"] for m in manifest)), "mutants": len(manifest)}))
+    print(json.dumps({"problems": len(set(m["problem"] for m in manifest)), "mutants": len(manifest),
+                      "cases": len(perturbed_log),
+                      "perturbed_copies": sum(1 for c in perturbed_log if c["inputs"]),
+                      "not_perturbed": [c for c in perturbed_log if not c["inputs"]]}))
 
 
 if __name__ == "__main__":
