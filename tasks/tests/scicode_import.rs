@@ -119,6 +119,116 @@ async fn imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
     assert_eq!(leftover, 0, "the importer removes its sandboxes");
 }
 
+/// `--perturbed-inputs`: each case gets a marked perturbed copy with a target from the gold
+/// code; gold passes them all; a real fault that SciCode's own inputs cannot see (19.2's
+/// `sigma_y` with `+1j`, invisible on real sparse states) passes the own cases and fails the
+/// perturbed copies. Off by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perturbed_inputs_reach_a_fault_the_benchmark_inputs_cannot_see() {
+    let backend = DockerBackend::connect().await.expect("docker daemon");
+    let image = python_image(&backend).await;
+    let owner = owner();
+    let run_id = owner.run_id.clone();
+    let dest = tempfile::tempdir().expect("tempdir");
+    let mut options = ScicodeOptions::new(image, owner);
+    assert!(!options.perturbed_inputs, "off by default");
+    options.perturbed_inputs = true;
+    options.only = vec!["19".into()];
+    let result = scicode::import(&problems(), dest.path(), &options, &backend).await;
+    let dirs = match result {
+        Ok(dirs) => dirs,
+        Err(err) => {
+            let _ = backend.reap(Some(&run_id)).await;
+            panic!("import failed: {err}");
+        }
+    };
+    let task = &dirs[0];
+    load_task(task).expect("validates");
+    let cases_path = task.join("hidden").join(scicode::CASES_FILE);
+    let cases: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cases_path).expect("cases")).expect("parse");
+    let step = cases["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["step_id"] == "19.2")
+        .expect("step 19.2");
+    let all = step["test_cases"].as_array().expect("cases");
+    let copies: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|c| c.get("perturbed").is_some())
+        .collect();
+    assert_eq!(all.len(), 8, "four own cases, four perturbed copies");
+    assert_eq!(copies.len(), 4);
+    for (i, c) in copies.iter().enumerate() {
+        assert_eq!(c["perturbed"]["of"], i + 1, "{c}");
+        assert!(
+            !c["perturbed"]["inputs"]
+                .as_array()
+                .expect("inputs")
+                .is_empty()
+        );
+        assert!(c["target"].is_number(), "a derived target: {c}");
+    }
+    assert_eq!(
+        cases["perturbed_cases"].as_u64(),
+        Some(
+            cases["steps"]
+                .as_array()
+                .expect("steps")
+                .iter()
+                .flat_map(|s| s["test_cases"].as_array().expect("cases"))
+                .filter(|c| c.get("perturbed").is_some())
+                .count() as u64
+        )
+    );
+
+    // The same cases without the copies: what a default import grades.
+    let mut own = cases.clone();
+    for s in own["steps"].as_array_mut().expect("steps") {
+        s["test_cases"]
+            .as_array_mut()
+            .expect("cases")
+            .retain(|c| c.get("perturbed").is_none());
+    }
+    let own_path = dest.path().join("own_cases.json");
+    std::fs::write(&own_path, serde_json::to_vec(&own).expect("json")).expect("write");
+
+    let gold = task.join("solution").join("solution.py");
+    let report = scicode::check_in_sandbox(&backend, &options, &cases_path, &gold)
+        .await
+        .expect("check gold");
+    assert!(
+        report.passed,
+        "gold passes its perturbed copies: {report:?}"
+    );
+    let gold_text = std::fs::read_to_string(&gold).expect("gold text");
+    let faulty = gold_text.replace("np.array([[0,-1j],[1j,0]])", "np.array([[0,1j],[1j,0]])");
+    assert_ne!(faulty, gold_text, "the fault is seeded");
+    let wrong = dest.path().join("wrong.py");
+    std::fs::write(&wrong, faulty).expect("write");
+    let report = scicode::check_in_sandbox(&backend, &options, &own_path, &wrong)
+        .await
+        .expect("check on own inputs");
+    assert!(
+        report.passed,
+        "SciCode's own inputs cannot see it: {report:?}"
+    );
+    let report = scicode::check_in_sandbox(&backend, &options, &cases_path, &wrong)
+        .await
+        .expect("check on perturbed inputs");
+    assert!(!report.passed, "{report:?}");
+    let s2 = report
+        .steps
+        .iter()
+        .find(|s| s.step_id == "19.2")
+        .expect("19.2");
+    assert!(s2.total == 8 && s2.passed < s2.total, "{s2:?}");
+
+    let leftover = backend.reap(Some(&run_id)).await.expect("reap");
+    assert_eq!(leftover, 0, "the importer removes its sandboxes");
+}
+
 /// Targets of every shape survive derive → JSON → check: NaN, infinities, complex numbers,
 /// tuples, non-string dict keys, complex and boolean arrays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -455,7 +455,7 @@ impl A2aHandler for Adapter {
         let order = lock(&self.inner.order).clone();
         let tasks = lock(&self.inner.tasks);
         let include_artifacts = req.include_artifacts.unwrap_or(false);
-        let mut out: Vec<Task> = order
+        let out: Vec<Task> = order
             .iter()
             .rev()
             .filter_map(|id| tasks.get(id))
@@ -476,34 +476,7 @@ impl A2aHandler for Adapter {
                 task
             })
             .collect();
-        let total = out.len();
-        // A page token is the offset of the page, as issued in `nextPageToken`.
-        let offset = match req.page_token.as_deref().filter(|t| !t.is_empty()) {
-            None => 0,
-            Some(token) => token
-                .strip_prefix("offset-")
-                .and_then(|n| n.parse::<usize>().ok())
-                .filter(|n| *n > 0 && *n < total)
-                .ok_or_else(|| {
-                    A2aError::InvalidParams(format!(
-                        "pageToken {token:?} was not issued by this agent; use a nextPageToken from a previous ListTasks, or none"
-                    ))
-                })?,
-        };
-        let page = usize::try_from(req.page_size.unwrap_or(50).clamp(1, 100)).unwrap_or(50);
-        out.drain(..offset);
-        out.truncate(page);
-        let next = offset + out.len();
-        Ok(ListTasksResponse {
-            page_size: i32::try_from(out.len()).unwrap_or(i32::MAX),
-            total_size: i32::try_from(total).unwrap_or(i32::MAX),
-            tasks: out,
-            next_page_token: if next < total {
-                format!("offset-{next}")
-            } else {
-                String::new()
-            },
-        })
+        ListTasksResponse::page(out, &req)
     }
 }
 

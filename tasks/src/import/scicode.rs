@@ -76,6 +76,11 @@ pub struct ScicodeOptions {
     pub memory_mb: u64,
     /// Check that the gold code passes every derived case.
     pub verify_gold: bool,
+    /// Add a perturbed copy of each case that compares against `target` (`--perturbed-inputs`,
+    /// off by default): float inputs moved a little, the target derived from the gold code.
+    /// Each copy is marked `"perturbed": {"of": <case>, "inputs": [...], "seed": n}` in
+    /// `scicode_cases.json`, and counted in the file's `perturbed_cases`.
+    pub perturbed_inputs: bool,
     /// Only these problem ids (all when empty).
     pub only: Vec<String>,
 }
@@ -95,6 +100,7 @@ impl ScicodeOptions {
             timeout: Duration::from_secs(1800),
             memory_mb: DEFAULT_MEMORY_MB,
             verify_gold: true,
+            perturbed_inputs: false,
             only: Vec::new(),
         }
     }
@@ -549,6 +555,9 @@ async fn derive_in_sandbox(
     ];
     if options.verify_gold {
         args.push("--verify");
+    }
+    if options.perturbed_inputs {
+        args.push("--perturbed-inputs");
     }
     let (outcome, derived) = in_sandbox(
         backend,

@@ -3,6 +3,7 @@
 Usage (inside a sandbox; the tasks crate ships this file with the grader's `scicode_runner.py`
 and runs it there):
   python3 scicode_targets.py derive PROBLEMS.json OUT.json PROBLEM_TIMEOUT_SECS MEMORY_MB [--verify]
+          [--perturbed-inputs]
       PROBLEMS.json: {"problems": [{"problem_id", "required_dependencies",
                        "steps": [{"step_id", "function_header", "gold_code", "tests": [snippet]}]}]}
       Writes {"problems": {<problem_id>: <cases>}, "errors": [<error>...],
@@ -15,7 +16,11 @@ and runs it there):
 A snippet is split as the grader splits it (`scicode_runner.plan`): the parts that compare
 against `target` are recorded with the gold code loaded, and `target` is what they were compared
 with. Snippets with no comparison against `target` (self-checking tests) get no target and run
-unchanged. Each problem is derived in a child process of its own, so one that runs out of time
+unchanged. With --perturbed-inputs each case that compares against `target` also gets a
+perturbed copy when one is safe (`scicode_runner.perturbed_case`: float inputs moved a little,
+target from the gold code), appended to its step and marked
+{"perturbed": {"of": case, "inputs", "seed"}}; the problem's "perturbed_cases" counts them.
+Each problem is derived in a child process of its own, so one that runs out of time
 or memory is reported (with the step and test it was on) and the others go on.
 """
 
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -53,34 +59,19 @@ def _cause(exc):
 
 def _derive_case(snippet, gold_ns, tns):
     """(target, record count) of one snippet, run with the gold code loaded."""
-    p = runner.plan(snippet, tns)
-    events = []
-    ns = dict(gold_ns)
-    ns["__record"] = lambda site, values: events.append((site, list(values)))
-    exec(compile(p["agent"], "<test>", "exec"), ns)
-    if not p["sites"]:
-        return None, 0
-    trusted = dict(tns)
-    if p["imports"]:
-        exec(compile(p["imports"], "<snippet imports>", "exec"), trusted)
-    pieces = []
-    for site, values in events:
-        # Values cross as data, as they do when grading.
-        holes = [runner.decode(runner.encode(v)) for v in values]
-        pieces.extend(runner.target_pieces(p["sites"][site], holes, trusted))
-    if not pieces:
-        raise runner.PlanError("the comparison against `target` never ran")
-    return runner.encode(runner.assemble(pieces)), len(events)
+    return runner.derive_case(snippet, gold_ns, tns)
 
 
-def _derive_problem(problem, progress):
-    """In a child: the problem's cases, or raises after reporting where it was."""
+def _derive_problem(problem, progress, perturbed=False):
+    """In a child: the problem's cases, or raises after reporting where it was. With
+    `perturbed`, each case comparing against `target` also gets a perturbed copy
+    (`runner.perturbed_case`), appended after the step's own cases."""
     runner.install_scicode_shim()
     deps = problem["required_dependencies"]
     tns = runner.trusted_namespace(deps)
     gold_ns = {"__name__": "__main__", "cmp_tuple_or_list": runner.cmp_tuple_or_list}
     exec(compile(deps, "<required_dependencies>", "exec"), gold_ns)
-    steps, errors = [], []
+    steps, errors, copies = [], [], 0
     for step in problem["steps"]:
         progress(step["step_id"], None)
         try:
@@ -120,13 +111,34 @@ def _derive_problem(problem, progress):
             if records:
                 case["records"] = records
             cases.append(case)
+        if perturbed:
+            originals = list(cases)
+            for index, case in enumerate(originals):
+                if case["target"] is None:
+                    continue
+                seed = zlib.crc32(("%s/%s/%d" % (problem["problem_id"], step["step_id"], index))
+                                  .encode())
+                try:
+                    copy, _reason = runner.perturbed_case(
+                        case["test"], gold_ns, tns, seed,
+                        runner.step_functions(step["gold_code"]))
+                except MemoryError:
+                    raise
+                except Exception:  # noqa: BLE001 (a copy that cannot be made is left out)
+                    copy = None
+                if copy is not None:
+                    copy["perturbed"]["of"] = index + 1
+                    cases.append(copy)
+                    copies += 1
         steps.append({"step_id": step["step_id"], "function_header": step["function_header"],
                       "test_cases": cases})
-    return {"problem_id": problem["problem_id"], "required_dependencies": deps,
-            "steps": steps}, errors
+    out = {"problem_id": problem["problem_id"], "required_dependencies": deps, "steps": steps}
+    if perturbed:
+        out["perturbed_cases"] = copies
+    return out, errors
 
 
-def _run_child(problem, timeout):
+def _run_child(problem, timeout, perturbed=False):
     """Forks; returns (cases or None, errors, (step, test) reached, how it ended)."""
     rfd, wfd = os.pipe()
     result = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
@@ -139,7 +151,7 @@ def _run_child(problem, timeout):
         def progress(step, test):
             w.write(json.dumps([step, test]) + "\n")
         try:
-            cases, errors = _derive_problem(problem, progress)
+            cases, errors = _derive_problem(problem, progress, perturbed)
             payload = {"cases": cases, "errors": errors}
         except MemoryError:
             payload = {"memory_error": True}
@@ -250,7 +262,7 @@ def _limit_of(status, message):
     return None
 
 
-def derive(problems_path, out_path, timeout, memory_mb, verify):
+def derive(problems_path, out_path, timeout, memory_mb, verify, perturbed=False):
     with open(problems_path) as f:
         problems = json.load(f)["problems"]
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
@@ -267,7 +279,7 @@ def derive(problems_path, out_path, timeout, memory_mb, verify):
 
     for index, problem in enumerate(problems):
         pid = problem["problem_id"]
-        payload, (step, test), how = _run_child(problem, timeout)
+        payload, (step, test), how = _run_child(problem, timeout, perturbed)
         if how is not None:
             if how == "timeout":
                 cause, limit = "did not finish within %ss" % timeout, "time"
@@ -338,7 +350,8 @@ def check(cases_path, solution_path):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 6 and sys.argv[1] == "derive":
-        derive(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], "--verify" in sys.argv[6:])
+        derive(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], "--verify" in sys.argv[6:],
+               "--perturbed-inputs" in sys.argv[6:])
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3])
     else:
