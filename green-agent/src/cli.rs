@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::agents::AgentSpec;
 use crate::config::{Layer, Settings};
 use crate::progress::Live;
-use crate::report::{Format, ReportData, prbench_eval_report, summary_table};
+use crate::report::{Format, ReportData, summary_table, write_reports};
 use crate::run::{Plan, execute, new_run_id, prepare, run_dir};
 use crate::store::{Store, write_atomic};
 
@@ -27,6 +27,10 @@ pub struct Cli {
     /// Where run directories go (env RB_RESULTS_DIR).
     #[arg(long, global = true)]
     pub results_dir: Option<PathBuf>,
+    /// PostgreSQL database holding every run's rows, e.g. postgres://USER@HOST/DB (env
+    /// RB_DATABASE_URL, the place for a URL with a password); default: a SQLite file per run.
+    #[arg(long, global = true)]
+    pub database_url: Option<crate::database::DatabaseUrl>,
     /// Log filter (tracing env-filter syntax; env RUST_LOG).
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,
@@ -78,6 +82,10 @@ pub enum Command {
     /// Serve a read-only web viewer (dashboard + JSON API) over the runs in the results
     /// directory; prints its URL.
     View(crate::view::ViewArgs),
+    /// Serve the green agent over A2A (1.0 and 0.3): assessment requests in AgentBeats' form,
+    /// progress as task updates, results as artifacts; each assessment is a run in the results
+    /// directory.
+    Serve(Box<crate::serve::ServeArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,6 +117,12 @@ pub enum TasksCommand {
         /// SciCoQA: download each paper and code archive into the workspace (needs network).
         #[arg(long, conflicts_with = "sources")]
         fetch: bool,
+        /// SciCode: add a perturbed copy of each test case (its float inputs moved by about 1%,
+        /// shape, dtype, symmetry and normalisation kept; the target derived from the gold code;
+        /// kept only when the gold code passes it and the target is well conditioned). Off by
+        /// default.
+        #[arg(long)]
+        perturbed_inputs: bool,
     },
     /// Validate task folders or suites (every error at once).
     Validate {
@@ -192,12 +206,31 @@ fn with_defaults(
     .mut_subcommands(|c| with_defaults(c, defaults))
 }
 
-/// The flags layer: every setting's flag, plus the global `--results-dir`.
-fn flags(settings: &Layer, results_dir: Option<&PathBuf>) -> Layer {
+/// The flags layer: every setting's flag, plus the global `--results-dir` and
+/// `--database-url`.
+fn flags(settings: &Layer, cli: &Globals) -> Layer {
     Layer {
-        results_dir: results_dir.cloned(),
+        results_dir: cli.results_dir.clone(),
+        database_url: cli.database_url.clone(),
         ..settings.clone()
     }
+}
+
+/// The global flags every command takes.
+#[derive(Debug, Clone, Default)]
+struct Globals {
+    results_dir: Option<PathBuf>,
+    database_url: Option<crate::database::DatabaseUrl>,
+}
+
+/// Where a command that reads runs finds them: the results directory and the shared database.
+fn locations(
+    config: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    globals: &Globals,
+) -> anyhow::Result<(PathBuf, Option<crate::database::DatabaseUrl>)> {
+    let s = Settings::resolve(config, env, &flags(&Layer::default(), globals))?;
+    Ok((s.results_dir, s.database_url))
 }
 
 fn environment() -> BTreeMap<String, String> {
@@ -215,12 +248,16 @@ fn absolute(p: &Path) -> PathBuf {
 /// Runs the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> anyhow::Result<i32> {
     let env = environment();
+    let globals = Globals {
+        results_dir: cli.results_dir.clone(),
+        database_url: cli.database_url.clone(),
+    };
     match cli.command {
         Command::Run(args) => {
             let settings = Settings::resolve(
                 cli.config.as_deref(),
                 &env,
-                &flags(&args.settings, cli.results_dir.as_ref()),
+                &flags(&args.settings, &globals),
             )?;
             let mut agents = Vec::new();
             if let Some(list) = &args.agents {
@@ -237,26 +274,26 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 settings,
             };
             let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-            run_and_report(plan, &run_id, &env, false).await
+            run_and_report(plan, &run_id, &env, None).await
         }
         Command::Resume { run, settings } => {
-            let results = Settings::resolve(
-                cli.config.as_deref(),
-                &env,
-                &Layer {
-                    results_dir: cli.results_dir.clone(),
-                    ..Layer::default()
-                },
-            )?
-            .results_dir;
-            let store = Store::open_existing(&run_dir(&results, &run), &run).await?;
+            let (results, database) = locations(cli.config.as_deref(), &env, &globals)?;
+            let dir = run_dir(&results, &run);
+            if database.is_none() && !dir.join(crate::store::DB_FILE).is_file() {
+                return Err(crate::store::StoreError::RunNotFound(run.clone()).into());
+            }
+            // Owned before the store is touched: a second resume refuses at once.
+            let owner = crate::ownership::claim(&dir, &run, "resume")?;
+            let store = Store::open_existing_with(&dir, &run, database.as_ref()).await?;
             let row = store.run(&run).await?;
             store.close().await;
             let mut plan: Plan =
                 serde_json::from_value(row.plan).context("the run's stored plan is unreadable")?;
-            plan.settings = plan.settings.apply(&flags(&settings, None));
+            plan.settings = plan.settings.apply(&flags(&settings, &Globals::default()));
             plan.settings.results_dir = results;
-            run_and_report(plan, &run, &env, true).await
+            // the stored plan shows the URL redacted: the one given now connects
+            plan.settings.database_url = database;
+            run_and_report(plan, &run, &env, Some(owner)).await
         }
         Command::Report {
             run,
@@ -264,17 +301,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             out,
             compare,
         } => {
-            let results = Settings::resolve(
-                cli.config.as_deref(),
-                &env,
-                &Layer {
-                    results_dir: cli.results_dir.clone(),
-                    ..Layer::default()
-                },
-            )?
-            .results_dir;
+            let (results, database) = locations(cli.config.as_deref(), &env, &globals)?;
             if let Some(agents) = compare {
-                let text = crate::view::compare_report(&results, &run, &agents).await?;
+                let text = crate::view::compare_report(&results, database, &run, &agents).await?;
                 match out {
                     Some(path) => write_atomic(&path, text.as_bytes())
                         .with_context(|| format!("writing {}", path.display()))?,
@@ -282,13 +311,30 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 }
                 return Ok(0);
             }
-            let store = Store::open_existing(&run_dir(&results, &run), &run).await?;
-            let data = ReportData::load(&store, &run).await?;
-            let text = data.render(format);
+            let store =
+                Store::open_existing_with(&run_dir(&results, &run), &run, database.as_ref())
+                    .await?;
+            // Streamed: memory stays bounded whatever the run's size.
             match out {
-                Some(path) => write_atomic(&path, text.as_bytes())
-                    .with_context(|| format!("writing {}", path.display()))?,
-                None => print!("{text}"),
+                Some(path) => {
+                    let dir = path
+                        .parent()
+                        .filter(|d| !d.as_os_str().is_empty())
+                        .unwrap_or(std::path::Path::new("."));
+                    let tmp = tempfile::NamedTempFile::new_in(dir)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    let mut w = std::io::BufWriter::new(tmp);
+                    crate::report::write_report(&store, &run, format, &mut w).await?;
+                    let tmp = w.into_inner().map_err(|e| e.into_error())?;
+                    tmp.as_file().sync_all()?;
+                    tmp.persist(&path)
+                        .map_err(|e| e.error)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
+                None => {
+                    let mut w = std::io::BufWriter::new(std::io::stdout());
+                    crate::report::write_report(&store, &run, format, &mut w).await?;
+                }
             }
             Ok(0)
         }
@@ -329,12 +375,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     settings,
                 },
         } => {
-            let settings = Settings::resolve(
-                cli.config.as_deref(),
-                &env,
-                &flags(&settings, cli.results_dir.as_ref()),
-            )?;
+            let settings =
+                Settings::resolve(cli.config.as_deref(), &env, &flags(&settings, &globals))?;
             let results_dir = settings.results_dir.clone();
+            let database = settings.database_url.clone();
             let plan = Plan {
                 tasks: paths.iter().map(|p| absolute(p)).collect(),
                 filters: Vec::new(),
@@ -343,12 +387,17 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 settings,
             };
             let run_id = run_id.unwrap_or_else(new_run_id);
-            let code = run_and_report(plan, &run_id, &env, false).await?;
+            let code = run_and_report(plan, &run_id, &env, None).await?;
             if code != 0 {
                 // interrupted by a signal
                 return Ok(code);
             }
-            let store = Store::open_existing(&run_dir(&results_dir, &run_id), &run_id).await?;
+            let store = Store::open_existing_with(
+                &run_dir(&results_dir, &run_id),
+                &run_id,
+                database.as_ref(),
+            )
+            .await?;
             let gates = crate::gate::evaluate(&store.trials(&run_id).await?);
             store.close().await;
             print!("{}", crate::gate::render(&gates));
@@ -368,6 +417,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     timeout_secs,
                     sources,
                     fetch,
+                    perturbed_inputs,
                 },
         } => {
             let limits = crate::importers::ImportLimits {
@@ -375,6 +425,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 timeout_secs,
                 sources,
                 fetch,
+                perturbed_inputs,
             };
             let summary = crate::importers::import(&kind, &src, &dest, limits).await?;
             for p in &summary.written {
@@ -400,38 +451,72 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::View(args) => {
-            let results = Settings::resolve(
+            let (results, database) = locations(cli.config.as_deref(), &env, &globals)?;
+            crate::view::command(args, results, database).await
+        }
+        Command::Serve(args) => {
+            let settings = Settings::resolve(
                 cli.config.as_deref(),
                 &env,
-                &Layer {
-                    results_dir: cli.results_dir.clone(),
-                    ..Layer::default()
-                },
-            )?
-            .results_dir;
-            crate::view::command(args, results).await
+                &flags(&args.settings, &globals),
+            )?;
+            crate::serve::command(*args, settings, env).await
         }
         Command::Reap => {
             let backend = sandbox::docker::DockerBackend::connect()
                 .await
                 .context("connecting to Docker")?;
-            let n = sandbox::Backend::reap(&backend, None).await?;
+            let settings = Settings::resolve(cli.config.as_deref(), &env, &Layer::default())?;
+            // Parked agents (kept for a resume of their crashed run) go too.
+            let n = match settings.backend {
+                crate::config::BackendKind::Docker => backend.reap_dead_and_parked().await?,
+                // Services and overlays too (then the docker backend's objects).
+                crate::config::BackendKind::Swarm => {
+                    let relay = sandbox::images::resolve("python").await;
+                    let swarm = sandbox::SwarmBackend::new(backend, relay).await?;
+                    sandbox::Backend::reap(&swarm, None).await?
+                }
+            };
             println!("removed {n} leftover object(s) of dead runs");
             Ok(0)
         }
     }
 }
 
+/// Runs (`resumed`: the ownership a resume took; `None`: a new run, which takes it here) and
+/// writes the reports. The run is owned until this returns.
 async fn run_and_report(
     plan: Plan,
     run_id: &str,
     env: &BTreeMap<String, String>,
-    resume: bool,
+    resumed: Option<crate::ownership::RunOwnership>,
 ) -> anyhow::Result<i32> {
     let results_dir = plan.settings.results_dir.clone();
-    let prepared = prepare(plan, env).await?;
+    let database = plan.settings.database_url.clone();
     let dir = run_dir(&results_dir, run_id);
-    let store = Store::open(&dir).await?;
+    let resume = resumed.is_some();
+    let _owner = match resumed {
+        Some(owner) => owner,
+        None => crate::ownership::claim(&dir, run_id, "run")?,
+    };
+    let mut plan = plan;
+    if resume && plan.settings.proxy_port == 0 {
+        // Agents left running call the proxy's old port: listen there again if it is free.
+        let store = Store::open_with(&dir, database.as_ref()).await?;
+        let port = crate::trial::Leftovers::proxy_port(&store, run_id).await?;
+        store.close().await;
+        if let Some(port) = port {
+            if std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+                plan.settings.proxy_port = port;
+            } else {
+                eprintln!(
+                    "the model proxy's previous port {port} is taken: agents left running cannot reach it and start over"
+                );
+            }
+        }
+    }
+    let prepared = prepare(plan, env).await?;
+    let store = Store::open_with(&dir, database.as_ref()).await?;
     let total = prepared.trials.len() as u64;
     let done_before = if resume {
         store
@@ -458,7 +543,8 @@ async fn run_and_report(
         other => other?,
     };
     let data = ReportData::load(&store, run_id).await?;
-    write_reports(&store, &data)?;
+    write_reports(&store, &data)
+        .with_context(|| format!("writing the reports in {}", dir.display()))?;
     println!("{}", summary_table(&data.summary));
     println!(
         "reports: {}",
@@ -478,29 +564,6 @@ async fn run_and_report(
         bail!("{unfinished} trial(s) did not finish; run `green-agent resume {run_id}`");
     }
     Ok(0)
-}
-
-/// Writes `report.{md,json,csv,html}` and each PRBench trial's `eval_report.json`.
-pub fn write_reports(store: &Store, data: &ReportData) -> anyhow::Result<()> {
-    let dir = store.dir();
-    for f in [Format::Md, Format::Json, Format::Csv, Format::Html] {
-        let path = dir.join(format!("report.{}", f.extension()));
-        write_atomic(&path, data.render(f).as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    for t in &data.trials {
-        if t.planned.task_kind == "prbench"
-            && let Some(v) = prbench_eval_report(t)
-        {
-            let d = dir.join("trials").join(&t.planned.id);
-            std::fs::create_dir_all(&d)?;
-            write_atomic(
-                &d.join("eval_report.json"),
-                serde_json::to_string_pretty(&v)?.as_bytes(),
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// A graded rubric tree's nodes with their re-aggregated scores (full precision), for

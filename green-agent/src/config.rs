@@ -135,6 +135,11 @@ macro_rules! settings {
 settings! {
     /// Where run directories go (`<results_dir>/<run_id>/`); the global `--results-dir`.
     [skip] results_dir: val PathBuf = PathBuf::from("results");
+    /// PostgreSQL database holding every run's rows (`postgres://USER[:PASSWORD]@HOST/DB`;
+    /// created when missing), shared by a team; the global `--database-url`. Unset: each run
+    /// keeps its own SQLite file. Blobs stay under the results directory either way. A URL with
+    /// a password belongs in RB_DATABASE_URL, never in the settings file.
+    [skip] database_url: opt crate::database::DatabaseUrl = None;
     /// Trials running at once.
     [long] concurrency: val usize = 2;
     /// Trials per (task, agent) pair.
@@ -202,10 +207,78 @@ settings! {
     /// The one reply an agent asking for input (INPUT_REQUIRED) gets; asked again, its task is
     /// canceled.
     [long] input_reply: val String = "No further input is available; finish the task with what you have.".into();
+    /// Where sandboxes run: `docker` (containers on this engine) or `swarm` (Docker Swarm
+    /// services on per-trial overlay networks; the engine must be a Swarm manager, and tasks stay
+    /// on this node until files move over HTTP).
+    [long] backend: val BackendKind = BackendKind::Docker;
+    /// `--backend swarm`: subnet pool of the per-trial overlays, `A.B.C.D/N:M` (subnets of /M).
+    [long] swarm_subnet_pool: val String = sandbox::swarm::DEFAULT_OVERLAY_POOL.into();
+    /// `--backend swarm`: extra placement constraints of every service, comma-separated (e.g.
+    /// `node.labels.rb==yes`).
+    [long] swarm_constraints: opt String = None;
   file_only:
     /// A panel of judges voting by majority (TOML `[[judges]]` tables), instead of
     /// `judge_model`. Each member's `api_key_env` follows the rule of `judge_api_key_env`.
     judges: Vec<rubrics::JudgeConfig> = Vec::new();
+}
+
+/// Where sandboxes run (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// Containers on the local Docker Engine.
+    #[default]
+    Docker,
+    /// Docker Swarm services (`sandbox::SwarmBackend`).
+    Swarm,
+}
+
+impl FromStr for BackendKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "docker" => Ok(Self::Docker),
+            "swarm" => Ok(Self::Swarm),
+            other => Err(format!(
+                "`{other}` is not a backend; use `docker` or `swarm`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Docker => "docker",
+            Self::Swarm => "swarm",
+        })
+    }
+}
+
+impl Serialize for BackendKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Settings {
+    /// The placement constraints of `swarm_constraints`.
+    pub fn swarm_constraint_list(&self) -> Vec<String> {
+        self.swarm_constraints
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
 }
 
 /// The headers of [`Settings::agent_header`]: each one's name and the environment variable
@@ -256,7 +329,12 @@ where
             .map(Some)
             .map_err(|e: T::Err| ConfigError::Env {
                 var,
-                value: v.clone(),
+                // a database URL may hold a password: never echoed
+                value: if name == "database_url" {
+                    "(not shown)".into()
+                } else {
+                    v.clone()
+                },
                 reason: e.to_string(),
             }),
     }
@@ -309,14 +387,27 @@ impl Settings {
         flags: &Layer,
     ) -> Result<Self, ConfigError> {
         let mut s = Settings::default();
-        match config {
-            Some(path) => s = s.apply(&Layer::from_file(path)?),
+        let file = match config {
+            Some(path) => Some(Layer::from_file(path)?),
             None => {
                 let default = Path::new(DEFAULT_CONFIG_FILE);
                 if default.is_file() {
-                    s = s.apply(&Layer::from_file(default)?);
+                    Some(Layer::from_file(default)?)
+                } else {
+                    None
                 }
             }
+        };
+        if let Some(file) = file {
+            if file.database_url.as_ref().is_some_and(|u| u.has_password()) {
+                return Err(ConfigError::Invalid {
+                    name: "database_url",
+                    reason: "the settings file holds a database password: move the URL to the \
+                             RB_DATABASE_URL environment variable"
+                        .into(),
+                });
+            }
+            s = s.apply(&file);
         }
         s = s.apply(&Layer::from_env(env)?).apply(flags);
         s.validate()?;
@@ -334,6 +425,12 @@ impl Settings {
             return Err(ConfigError::Invalid {
                 name: "repeats",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if let Err(e) = self.swarm_subnet_pool.parse::<sandbox::SubnetPool>() {
+            return Err(ConfigError::Invalid {
+                name: "swarm_subnet_pool",
+                reason: e.to_string(),
             });
         }
         if let Some(spec) = &self.agent_header {
@@ -465,6 +562,41 @@ mod tests {
     }
 
     #[test]
+    fn a_database_url_comes_from_the_environment_when_it_holds_a_password() {
+        let env = BTreeMap::from([(
+            "RB_DATABASE_URL".to_string(),
+            "postgres://rb:pw@db/results".to_string(),
+        )]);
+        let s = Settings::resolve(None, &env, &Layer::default()).expect("env");
+        let url = s.database_url.expect("set");
+        assert_eq!(url.expose(), "postgres://rb:pw@db/results");
+        assert!(
+            !toml::to_string(&Settings::default())
+                .expect("toml")
+                .contains("pw")
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("rb.toml");
+        std::fs::write(&file, "database_url = \"postgres://rb@db/results\"\n").expect("write");
+        let s = Settings::resolve(Some(&file), &BTreeMap::new(), &Layer::default())
+            .expect("a URL without a password may sit in the file");
+        assert!(s.database_url.is_some());
+        std::fs::write(&file, "database_url = \"postgres://rb:pw@db/results\"\n").expect("write");
+        let e = Settings::resolve(Some(&file), &BTreeMap::new(), &Layer::default())
+            .expect_err("a password in the file");
+        assert!(e.to_string().contains("RB_DATABASE_URL"), "{e}");
+        assert!(!e.to_string().contains("pw@"), "{e}");
+        let e = Settings::resolve(
+            None,
+            &BTreeMap::from([("RB_DATABASE_URL".to_string(), "sqlite://pw".to_string())]),
+            &Layer::default(),
+        )
+        .expect_err("not postgres");
+        assert!(e.to_string().contains("postgres://"), "{e}");
+        assert!(!e.to_string().contains("sqlite://pw"), "{e}");
+    }
+
+    #[test]
     fn durations_are_humantime_strings() {
         let env = BTreeMap::from([("RB_AGENT_TIMEOUT".to_string(), "30m".to_string())]);
         let s = Settings::resolve(None, &env, &Layer::default()).expect("resolve");
@@ -501,6 +633,46 @@ mod tests {
         )
         .expect_err("zero");
         assert!(e.to_string().contains("concurrency"), "{e}");
+    }
+
+    #[test]
+    fn the_backend_is_docker_or_swarm_from_file_env_or_flag() {
+        let s = Settings::resolve(None, &BTreeMap::new(), &Layer::default()).expect("resolve");
+        assert_eq!(s.backend, BackendKind::Docker);
+        assert_eq!(s.swarm_subnet_pool, sandbox::swarm::DEFAULT_OVERLAY_POOL);
+        assert!(s.swarm_constraint_list().is_empty());
+        let env = BTreeMap::from([
+            ("RB_BACKEND".to_string(), "swarm".to_string()),
+            (
+                "RB_SWARM_CONSTRAINTS".to_string(),
+                "node.labels.rb==yes, node.role==worker".to_string(),
+            ),
+        ]);
+        let s = Settings::resolve(None, &env, &Layer::default()).expect("resolve");
+        assert_eq!(s.backend, BackendKind::Swarm);
+        assert_eq!(
+            s.swarm_constraint_list(),
+            ["node.labels.rb==yes", "node.role==worker"]
+        );
+        let flags = Layer {
+            backend: Some(BackendKind::Docker),
+            ..Layer::default()
+        };
+        assert_eq!(
+            Settings::resolve(None, &env, &flags)
+                .expect("resolve")
+                .backend,
+            BackendKind::Docker
+        );
+        let bad = BTreeMap::from([("RB_BACKEND".to_string(), "kubernetes".to_string())]);
+        let e = Settings::resolve(None, &bad, &Layer::default()).expect_err("bad backend");
+        assert!(e.to_string().contains("use `docker` or `swarm`"), "{e}");
+        let bad = BTreeMap::from([(
+            "RB_SWARM_SUBNET_POOL".to_string(),
+            "10.0.0.0/33".to_string(),
+        )]);
+        let e = Settings::resolve(None, &bad, &Layer::default()).expect_err("bad pool");
+        assert!(e.to_string().contains("swarm_subnet_pool"), "{e}");
     }
 
     #[test]

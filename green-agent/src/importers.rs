@@ -20,6 +20,9 @@ pub struct ImportLimits {
     pub sources: Option<PathBuf>,
     /// SciCoQA: download the papers and code archives.
     pub fetch: bool,
+    /// SciCode: add a perturbed copy of each test case (float inputs moved a little, target
+    /// from the gold code).
+    pub perturbed_inputs: bool,
 }
 
 /// Per download (a paper or a code archive).
@@ -146,6 +149,9 @@ pub async fn import(
     if (limits.sources.is_some() || limits.fetch) && kind != ImportKind::Scicoqa {
         anyhow::bail!("--sources and --fetch are for `tasks import scicoqa` only");
     }
+    if limits.perturbed_inputs && kind != ImportKind::Scicode {
+        anyhow::bail!("--perturbed-inputs is for `tasks import scicode` only");
+    }
     std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     if kind == ImportKind::Scicoqa {
         let fetched = if limits.fetch {
@@ -201,6 +207,7 @@ pub async fn import(
     if let Some(secs) = limits.timeout_secs {
         options.timeout = Duration::from_secs(secs.max(1));
     }
+    options.perturbed_inputs = limits.perturbed_inputs;
     let done = tasks::import::scicode::import_all(src, dest, &options, &docker).await?;
     Ok(ImportSummary {
         written: done.written,

@@ -79,4 +79,13 @@ impl Observer for Live {
             .println(format!("  {} → score {score}{cause}", Self::label(trial)));
         self.overall.inc(1);
     }
+
+    /// Printed above the bars, or plainly on stderr when they are hidden (not a terminal).
+    fn note(&self, text: &str) {
+        if self.multi.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            let _ = self.multi.println(text);
+        }
+    }
 }

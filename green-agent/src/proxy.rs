@@ -58,10 +58,23 @@ impl Proxy {
         self.inner.addr().port()
     }
 
-    /// Registers an attempt of a trial with its budget; returns its dummy token.
-    pub fn register(&self, trial_id: &str, budget: model_proxy::Budget) -> Result<String, String> {
+    /// Registers an attempt of a trial with its budget; returns its dummy token: a new one, or
+    /// `reuse` (the token a reattached agent holds from before a restart of the green agent).
+    pub fn register(
+        &self,
+        trial_id: &str,
+        budget: model_proxy::Budget,
+        reuse: Option<&str>,
+    ) -> Result<String, String> {
         self.inner
-            .register_trial(trial_id, budget)
+            .register_trial_with(
+                trial_id,
+                model_proxy::TrialOptions {
+                    budget,
+                    reuse_token: reuse.map(str::to_owned),
+                    ..Default::default()
+                },
+            )
             .map(|t| t.as_str().to_owned())
             .map_err(|e| e.to_string())
     }

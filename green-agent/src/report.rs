@@ -1,5 +1,5 @@
-//! Reports of a stored run: Markdown, JSON, CSV and one self-contained HTML file (inline SVG
-//! plots, a section per trial). PRBench-kind trials also get a PRBench-compatible
+//! Reports of a stored run: Markdown, JSON, CSV and one self-contained HTML file (the viewer's
+//! views rendered from its templates: overview, leaderboard, comparison, a section per trial). PRBench-kind trials also get a PRBench-compatible
 //! `eval_report.json`.
 
 use std::collections::BTreeMap;
@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{RunRow, Store, StoreError, TrialRow};
+use crate::store::{RunRow, Store, StoreError, TrialRow, write_atomic};
 use crate::summary::{SummaryRow, failure_cause, summarize};
 
 /// Report formats of `green-agent report`.
@@ -59,13 +59,35 @@ impl ReportData {
         }
     }
 
-    /// Loads a run from its store, including per-trial details for HTML.
+    /// Loads a run from its store, including the stored files the HTML report shows (those
+    /// of the first [`HTML_TRIAL_SECTIONS`] trials, the ones it gives a section).
     pub async fn load(store: &Store, run_id: &str) -> Result<Self, StoreError> {
         let run = store.run(run_id).await?;
         let trials = store.trials(run_id).await?;
         let mut data = Self::new(run, trials);
-        for t in &data.trials {
-            let Some(res) = &t.result else { continue };
+        for t in data.trials.iter().take(HTML_TRIAL_SECTIONS) {
+            if let Some(d) = TrialDetail::read(store, t) {
+                data.details.insert(t.planned.id.clone(), d);
+            }
+        }
+        Ok(data)
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Md => markdown(self),
+            Format::Json => json(self),
+            Format::Csv => csv_table(self),
+            Format::Html => html(self),
+        }
+    }
+}
+
+impl TrialDetail {
+    /// What the HTML report shows of a finished trial's stored files (`None`: unfinished).
+    fn read(store: &Store, t: &TrialRow) -> Option<Self> {
+        {
+            let res = t.result.as_ref()?;
             let mut d = TrialDetail::default();
             for a in &res.artifacts {
                 let text = || {
@@ -87,17 +109,7 @@ impl ReportData {
                     }
                 }
             }
-            data.details.insert(t.planned.id.clone(), d);
-        }
-        Ok(data)
-    }
-
-    pub fn render(&self, format: Format) -> String {
-        match format {
-            Format::Md => markdown(self),
-            Format::Json => json(self),
-            Format::Csv => csv_table(self),
-            Format::Html => html(self),
+            Some(d)
         }
     }
 }
@@ -182,13 +194,25 @@ pub fn summary_table(summary: &[SummaryRow]) -> String {
 }
 
 fn markdown(d: &ReportData) -> String {
+    let mut s = markdown_head(&d.run, &d.summary);
+    for t in &d.trials {
+        markdown_row(&mut s, t);
+    }
+    s
+}
+
+fn markdown_head(run: &RunRow, summary: &[SummaryRow]) -> String {
     let mut s = format!(
         "# Run `{}`\n\nstatus: {}\n\n## Summary\n\n",
-        d.run.id, d.run.status
+        run.id, run.status
     );
-    s.push_str(&summary_table(&d.summary));
+    s.push_str(&summary_table(summary));
     s.push_str("\n## Trials\n\n| task | agent | repeat | outcome | exit | score | passed | flags | phases (ms) |\n|---|---|---|---|---|---|---|---|---|\n");
-    for t in &d.trials {
+    s
+}
+
+fn markdown_row(s: &mut String, t: &TrialRow) {
+    {
         let p = &t.planned;
         match &t.result {
             Some(r) => {
@@ -226,14 +250,25 @@ fn markdown(d: &ReportData) -> String {
             }
         }
     }
-    s
 }
 
 fn json(d: &ReportData) -> String {
-    let trials: Vec<serde_json::Value> = d
-        .trials
-        .iter()
-        .map(|t| {
+    let trials: Vec<serde_json::Value> = d.trials.iter().map(json_trial).collect();
+    let v = serde_json::json!({
+        "run": json_run(&d.run),
+        "summary": d.summary,
+        "trials": trials,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+}
+
+fn json_run(run: &RunRow) -> serde_json::Value {
+    serde_json::json!({ "id": run.id, "status": run.status, "created_at": run.created_at, "finished_at": run.finished_at, "plan": run.plan })
+}
+
+fn json_trial(t: &TrialRow) -> serde_json::Value {
+    {
+        {
             let r = t.result.as_ref();
             serde_json::json!({
                 "id": t.planned.id,
@@ -259,45 +294,48 @@ fn json(d: &ReportData) -> String {
                 "artifacts": r.map(|r| &r.artifacts),
                 "grade": r.and_then(|r| r.grade_report.clone()),
             })
-        })
-        .collect();
-    let v = serde_json::json!({
-        "run": { "id": d.run.id, "status": d.run.status, "created_at": d.run.created_at, "finished_at": d.run.finished_at, "plan": d.run.plan },
-        "summary": d.summary,
-        "trials": trials,
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+        }
+    }
 }
 
 fn csv_table(d: &ReportData) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record([
-        "trial_id",
-        "task_id",
-        "task_kind",
-        "agent",
-        "repeat",
-        "state",
-        "outcome",
-        "exit_code",
-        "score",
-        "strict_score",
-        "passed",
-        "grade_status",
-        "flags",
-        "dimensions",
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "requests",
-        "cost_usd",
-        "phases_ms",
-    ]);
+    let _ = w.write_record(CSV_HEADER);
     for t in &d.trials {
+        let _ = w.write_record(csv_record(t));
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+const CSV_HEADER: [&str; 21] = [
+    "trial_id",
+    "task_id",
+    "task_kind",
+    "agent",
+    "repeat",
+    "state",
+    "outcome",
+    "exit_code",
+    "score",
+    "strict_score",
+    "passed",
+    "grade_status",
+    "flags",
+    "dimensions",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "requests",
+    "cost_usd",
+    "phases_ms",
+];
+
+fn csv_record(t: &TrialRow) -> [String; 21] {
+    {
         let r = t.result.as_ref();
         let opt = |v: Option<String>| v.unwrap_or_default();
-        let _ = w.write_record([
+        [
             t.planned.id.clone(),
             t.planned.task_id.clone(),
             t.planned.task_kind.clone(),
@@ -332,255 +370,195 @@ fn csv_table(d: &ReportData) -> String {
                     .collect::<Vec<_>>()
                     .join(";")
             })),
-        ]);
-    }
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// Histogram of scores (10 bins) per agent, as inline SVG.
-fn score_histogram(d: &ReportData) -> String {
-    let mut by_agent: BTreeMap<&str, [u32; 10]> = BTreeMap::new();
-    for t in &d.trials {
-        if let Some(s) = t.result.as_ref().and_then(|r| r.score) {
-            let bin = ((s.clamp(0.0, 1.0) * 10.0) as usize).min(9);
-            by_agent.entry(&t.planned.agent).or_default()[bin] += 1;
-        }
-    }
-    let mut out = String::new();
-    for (agent, bins) in by_agent {
-        let max = f64::from(*bins.iter().max().unwrap_or(&1).max(&1));
-        let mut svg = String::from(
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="340" height="150" role="img">"#,
-        );
-        for (i, &c) in bins.iter().enumerate() {
-            let h = 110.0 * f64::from(c) / max;
-            let x = 20 + i * 30;
-            let _ = write!(
-                svg,
-                r##"<rect x="{x}" y="{:.1}" width="26" height="{h:.1}" fill="#3b7dd8"><title>{:.1}–{:.1}: {c}</title></rect><text x="{}" y="145" font-size="9" text-anchor="middle">{:.1}</text>"##,
-                120.0 - h,
-                i as f64 / 10.0,
-                (i + 1) as f64 / 10.0,
-                x + 13,
-                i as f64 / 10.0
-            );
-            if c > 0 {
-                let _ = write!(
-                    svg,
-                    r#"<text x="{}" y="{:.1}" font-size="10" text-anchor="middle">{c}</text>"#,
-                    x + 13,
-                    117.0 - h
-                );
-            }
-        }
-        svg.push_str(r##"<line x1="18" y1="120" x2="322" y2="120" stroke="#333"/></svg>"##);
-        let _ = write!(
-            out,
-            "<figure><figcaption>{}: score distribution</figcaption>{svg}</figure>",
-            esc(agent)
-        );
-    }
-    out
-}
-
-/// Per-dimension mean bars per summary row, as inline SVG.
-fn dimension_bars(d: &ReportData) -> String {
-    let mut out = String::new();
-    for r in &d.summary {
-        if r.dimensions.is_empty() {
-            continue;
-        }
-        let h = 24 * r.dimensions.len() + 10;
-        let mut svg = format!(
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="420" height="{h}" role="img">"#
-        );
-        for (i, (dim, v)) in r.dimensions.iter().enumerate() {
-            let y = 5 + i * 24;
-            let w = 250.0 * v.clamp(0.0, 1.0);
-            let _ = write!(
-                svg,
-                r##"<text x="0" y="{}" font-size="11">{}</text><rect x="140" y="{y}" width="{w:.1}" height="18" fill="#2a9d8f"/><text x="{:.1}" y="{}" font-size="11">{v:.2}</text>"##,
-                y + 13,
-                esc(dim),
-                145.0 + w,
-                y + 13
-            );
-        }
-        svg.push_str("</svg>");
-        let _ = write!(
-            out,
-            "<figure><figcaption>{} / {}: dimension means</figcaption>{svg}</figure>",
-            esc(&r.agent),
-            esc(&r.task_kind)
-        );
-    }
-    out
-}
-
-/// Renders a grade report (rubrics' JSON) as nested lists: graders, their scores, details,
-/// judge justifications and CSV differences, whatever fields it carries.
-fn grade_html(v: &serde_json::Value, depth: usize) -> String {
-    use serde_json::Value;
-    if depth > 6 {
-        return format!("<pre>{}</pre>", esc(&v.to_string()));
-    }
-    match v {
-        Value::Object(m) => {
-            let mut s = String::from("<dl>");
-            for (k, v) in m {
-                let _ = write!(
-                    s,
-                    "<dt>{}</dt><dd>{}</dd>",
-                    esc(k),
-                    grade_html(v, depth + 1)
-                );
-            }
-            s + "</dl>"
-        }
-        Value::Array(a) if a.is_empty() => "[]".into(),
-        Value::Array(a) => {
-            let mut s = String::from("<ol>");
-            for v in a.iter().take(200) {
-                let _ = write!(s, "<li>{}</li>", grade_html(v, depth + 1));
-            }
-            if a.len() > 200 {
-                let _ = write!(s, "<li>… {} more</li>", a.len() - 200);
-            }
-            s + "</ol>"
-        }
-        Value::String(t) if t.contains('\n') => format!("<pre>{}</pre>", esc(t)),
-        Value::String(t) => esc(t),
-        other => esc(&other.to_string()),
+        ]
     }
 }
 
+/// Most trials given a full section (the trial page's views) in the HTML report; the trials
+/// table lists every one. Beyond this a report would grow past what a browser opens well.
+pub const HTML_TRIAL_SECTIONS: usize = 500;
+
+/// A stored text as the file blocks of the templates show it (no link: the report is one file).
+fn shown(label: &str, text: Option<&str>, size: u64) -> serde_json::Value {
+    serde_json::json!({
+        "name": label, "label": label, "size": size, "text": text, "cut": false,
+        "url": null, "status": "unknown", "diff": [],
+    })
+}
+
+/// One trial's section: the context the trial page's template takes.
+fn trial_section(t: &TrialRow, extra: Option<&TrialDetail>) -> serde_json::Value {
+    use crate::view::{data, pages, plots};
+    let detail = data::detail_of_row(t);
+    let trajectory = extra.and_then(|x| x.trajectory.as_ref());
+    let (instruction, steps, steps_cut) =
+        trajectory
+            .map(pages::trajectory_parts)
+            .unwrap_or((None, Vec::new(), false));
+    let files: Vec<serde_json::Value> = detail
+        .artifacts
+        .iter()
+        .filter_map(|a| {
+            a.name
+                .strip_prefix("file:")
+                .map(|path| shown(path, None, a.size))
+        })
+        .collect();
+    let logs: Vec<serde_json::Value> = extra
+        .and_then(|x| x.agent_log.as_deref())
+        .map(|l| vec![shown("agent_log", Some(l), l.len() as u64)])
+        .unwrap_or_default();
+    let answer = extra
+        .and_then(|x| x.answer.as_deref())
+        .map(|a| shown("answer", Some(a), a.len() as u64));
+    serde_json::json!({
+        "grade": t.result.as_ref().and_then(|r| r.grade_report.as_ref()),
+        "instruction": instruction,
+        "steps": steps,
+        "steps_cut": steps_cut,
+        "final_metrics": trajectory.map(|t| &t["final_metrics"]),
+        "agent_info": trajectory.map(|t| &t["agent"]),
+        "trajectory_note": null,
+        "files": files,
+        "logs": logs,
+        "answer": answer,
+        "timeline": plots::timeline(&detail.summary.phases),
+        "t": detail,
+    })
+}
+
+/// The trials table of the HTML report: each row converted for the template only when the
+/// template reaches it (a run's table is never one big template value).
+#[derive(Debug)]
+struct TrialTable(Vec<crate::view::data::TrialSummary>);
+
+impl minijinja::value::Object for TrialTable {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Seq
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.0
+            .get(key.as_usize()?)
+            .map(minijinja::Value::from_serialize)
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Seq(self.0.len())
+    }
+}
+
+/// The head of the HTML report (`report.html`): the dashboard's views over the run's trials
+/// (`rows`, grade reports and artifacts not needed) and the trials table.
+fn html_head(
+    run: &RunRow,
+    rows: &[TrialRow],
+    summary: &[SummaryRow],
+    out: &mut dyn std::io::Write,
+) -> Result<(), minijinja::Error> {
+    use crate::view::{api, compare, data, pages, plots};
+    let info = data::RunInfo::of_rows(run, rows);
+    let board = api::leaderboard_of(&run.id, rows);
+    let dims = board.dimensions();
+    let (_, pairs) = api::compare_rows(rows, &info.agents, None).unwrap_or_default();
+    let charts: Vec<_> = pairs.iter().map(plots::paired_diffs).collect();
+    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+    for cause in rows
+        .iter()
+        .filter_map(|t| t.result.as_ref().and_then(failure_cause))
+    {
+        *failures.entry(cause).or_default() += 1;
+    }
+    let mut failures: Vec<serde_json::Value> = failures
+        .into_iter()
+        .map(|(cause, count)| serde_json::json!({ "cause": cause, "count": count }))
+        .collect();
+    failures.sort_by(|a, b| {
+        b["count"]
+            .as_u64()
+            .cmp(&a["count"].as_u64())
+            .then_with(|| a["cause"].as_str().cmp(&b["cause"].as_str()))
+    });
+    let trials = TrialTable(rows.iter().map(data::summary_of_ref).collect());
+    let ctx = minijinja::context! {
+        run => info,
+        failures,
+        score_plot => plots::score_distribution(rows),
+        phase_plot => plots::phase_times(rows),
+        summary => summary,
+        legend => SUMMARY_LEGEND,
+        board,
+        dims,
+        ci_plot => board.ci_plot(),
+        pairs,
+        charts,
+        resamples => compare::RESAMPLES,
+        detailed => HTML_TRIAL_SECTIONS.min(rows.len()),
+        trials => minijinja::Value::from_object(trials),
+    };
+    pages::render_report(pages::ReportPart::Head, ctx, out)
+}
+
+/// The section of the `index`-th trial (1-based) of the HTML report.
+fn html_section(
+    index: usize,
+    t: &TrialRow,
+    extra: Option<&TrialDetail>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), minijinja::Error> {
+    let ctx = minijinja::context! { index, d => trial_section(t, extra) };
+    crate::view::pages::render_report(crate::view::pages::ReportPart::Section, ctx, out)
+}
+
+/// The HTML report: the dashboard's views (run overview with plots, leaderboard, paired
+/// comparison, the trials, a trial page per trial) rendered from the viewer's templates into one
+/// self-contained file (stylesheet, script and SVG plots inline; no external resource).
 fn html(d: &ReportData) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>research-bench run {id}</title><style>
-body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px}}
-figure{{display:inline-block;margin:0 1em 1em 0}}figcaption{{font-size:12px;color:#444}}section.trial{{border-top:2px solid #ddd;margin-top:1.5em}}
-pre{{background:#f6f6f6;padding:6px;overflow-x:auto;max-height:400px}}dt{{font-weight:600}}dd{{margin-left:1.2em}}.bad{{color:#b00}}
-</style></head><body><h1>Run <code>{id}</code></h1><p>status: {status}</p>"#,
-        id = esc(&d.run.id),
-        status = esc(&d.run.status)
-    );
-    s.push_str("<h2>Summary</h2><table><tr><th>agent</th><th>task kind</th><th>trials</th><th>mean ± 95% CI</th><th>strict mean ± 95% CI</th><th>not graded</th><th>pass@k</th><th>callback rate</th><th>dimensions</th><th>tokens in/out</th><th>cost</th><th>failures</th></tr>");
-    for r in &d.summary {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>pass@{} {}</td><td>{}</td><td>{}</td><td>{}/{}</td><td>{:.4}</td><td>{}</td></tr>",
-            esc(&r.agent),
-            esc(&r.task_kind),
-            r.finished,
-            r.trials,
-            mean_ci(r),
-            strict_ci(r),
-            r.excluded,
-            r.k,
-            num(r.pass_at_k),
-            num(r.callback_rate),
-            esc(&dims(r)),
-            r.input_tokens,
-            r.output_tokens,
-            r.cost_usd,
-            esc(&failures(&r.failures))
-        );
-    }
-    let _ = write!(s, "</table><p>{}</p><h2>Plots</h2>", esc(SUMMARY_LEGEND));
-    s.push_str(&score_histogram(d));
-    s.push_str(&dimension_bars(d));
-    s.push_str("<h2>Trials</h2>");
-    for t in &d.trials {
-        let p = &t.planned;
-        let _ = write!(
-            s,
-            r#"<section class="trial" id="t-{id}"><h3>{task} · {agent} · repeat {rep}</h3><p>trial <code>{id}</code>, state {state}</p>"#,
-            id = esc(&p.id),
-            task = esc(&p.task_id),
-            agent = esc(&p.agent),
-            rep = p.repeat_index,
-            state = esc(&t.state)
-        );
-        if let Some(r) = &t.result {
-            let _ = write!(
-                s,
-                "<p>outcome <b{cls}>{}</b>, exit {}, score <b>{}</b>, passed {}, grade status {}, flags {}, isolated {}</p><p>phases (ms): {}</p>",
-                r.outcome.as_str(),
-                r.exit_code.map_or("–".into(), |c| c.to_string()),
-                num(r.score),
-                r.passed,
-                esc(r.grade_status.as_deref().unwrap_or("–")),
-                esc(&r.flags.join(", ")),
-                r.isolated,
-                esc(&r
-                    .phases
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")),
-                cls = if failure_cause(r).is_some() {
-                    r#" class="bad""#
-                } else {
-                    ""
-                },
-            );
-            if let Some(e) = &r.error {
-                let _ = write!(s, "<p class=\"bad\">error: {}</p>", esc(e));
-            }
-            if !r.dimensions.is_empty() {
-                s.push_str("<table><tr><th>dimension</th><th>score</th></tr>");
-                for (k, v) in &r.dimensions {
-                    let _ = write!(s, "<tr><td>{}</td><td>{v:.3}</td></tr>", esc(k));
-                }
-                s.push_str("</table>");
-            }
-            if let Some(g) = &r.grade_report {
-                let _ = write!(
-                    s,
-                    "<details open><summary>Grading: tests, rubric, judge justifications, CSV differences</summary>{}</details>",
-                    grade_html(g, 0)
-                );
-            }
-            if let Some(det) = d.details.get(&p.id) {
-                if !det.files.is_empty() {
-                    let _ = write!(s, "<p>output files: {}</p>", esc(&det.files.join(", ")));
-                }
-                if let Some(a) = &det.answer {
-                    let _ = write!(
-                        s,
-                        "<details><summary>Answer</summary><pre>{}</pre></details>",
-                        esc(a)
-                    );
-                }
-                if let Some(tr) = &det.trajectory {
-                    let _ = write!(
-                        s,
-                        "<details><summary>Trajectory</summary>{}</details>",
-                        grade_html(tr, 0)
-                    );
-                }
-                if let Some(l) = &det.agent_log {
-                    let _ = write!(
-                        s,
-                        "<details><summary>Agent log</summary><pre>{}</pre></details>",
-                        esc(l)
-                    );
-                }
-            }
+    let mut out = Vec::new();
+    let rendered = html_head(&d.run, &d.trials, &d.summary, &mut out)
+        .and_then(|()| {
+            d.trials
+                .iter()
+                .take(HTML_TRIAL_SECTIONS)
+                .enumerate()
+                .try_for_each(|(i, t)| {
+                    html_section(i + 1, t, d.details.get(&t.planned.id), &mut out)
+                })
+        })
+        .and_then(|()| {
+            crate::view::pages::render_report(
+                crate::view::pages::ReportPart::End,
+                minijinja::context! {},
+                &mut out,
+            )
+        });
+    match rendered {
+        Ok(()) => String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        Err(e) => {
+            // the templates are compiled in and rendered by the tests; say what broke, in the file
+            tracing::error!(error = %format!("{e:#}"), "rendering the HTML report failed");
+            format!(
+                "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>report</title></head>\
+                 <body><p>Rendering this report failed: {}</p></body></html>\n",
+                error_chain(&e)
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            )
         }
-        s.push_str("</section>");
     }
-    s.push_str("</body></html>\n");
-    s
+}
+
+/// An error with its causes, `: `-joined.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
 }
 
 /// PRBench-compatible `eval_report.json` of one trial (PRBench's dimension scores and the
@@ -603,4 +581,270 @@ pub fn prbench_eval_report(t: &TrialRow) -> Option<serde_json::Value> {
         "status": r.grade_status,
         "outcome": r.outcome.as_str(),
     }))
+}
+
+/// Writes `report.{md,json,csv,html}` and each PRBench trial's `eval_report.json`.
+pub fn write_reports(store: &Store, data: &ReportData) -> std::io::Result<()> {
+    let dir = store.dir();
+    for f in [Format::Md, Format::Json, Format::Csv, Format::Html] {
+        let path = dir.join(format!("report.{}", f.extension()));
+        write_atomic(&path, data.render(f).as_bytes())?;
+    }
+    for t in &data.trials {
+        if t.planned.task_kind == "prbench"
+            && let Some(v) = prbench_eval_report(t)
+        {
+            let d = dir.join("trials").join(&t.planned.id);
+            std::fs::create_dir_all(&d)?;
+            write_atomic(
+                &d.join("eval_report.json"),
+                serde_json::to_string_pretty(&v)
+                    .map_err(std::io::Error::other)?
+                    .as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the report of `run_id` in `format` to `out` with memory bounded by the run's trial
+/// rows, never by its grade reports or stored files: one joined query without grade reports or
+/// artifacts gives the summary (and every Markdown / CSV row); JSON then streams the trials
+/// with their grade reports and artifacts by pages, each serialized and written as it arrives.
+/// HTML: the head (the dashboard's views and the trials table) from those rows, then each of
+/// the first [`HTML_TRIAL_SECTIONS`] trials' section rendered as its page of rows and its
+/// stored files are read, then the end. The output is byte for byte what
+/// [`ReportData::render`] gives.
+pub async fn write_report(
+    store: &Store,
+    run_id: &str,
+    format: Format,
+    out: &mut (dyn std::io::Write + Send),
+) -> Result<(), StoreError> {
+    let run = store.run(run_id).await?;
+    let mut light = Vec::new();
+    store
+        .for_each_trial(run_id, false, |t| {
+            light.push(t);
+            Ok(())
+        })
+        .await?;
+    let summary = summarize(&light);
+    let io = |source| StoreError::Io {
+        path: store.dir().to_path_buf(),
+        source,
+    };
+    match format {
+        Format::Md => {
+            let mut s = markdown_head(&run, &summary);
+            for t in &light {
+                markdown_row(&mut s, t);
+                if s.len() > 64 * 1024 {
+                    out.write_all(s.as_bytes()).map_err(io)?;
+                    s.clear();
+                }
+            }
+            out.write_all(s.as_bytes()).map_err(io)?;
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut *out);
+            let csv_err = |e: csv::Error| io(std::io::Error::other(e));
+            w.write_record(CSV_HEADER).map_err(csv_err)?;
+            for t in &light {
+                w.write_record(csv_record(t)).map_err(csv_err)?;
+            }
+            w.flush().map_err(io)?;
+        }
+        Format::Json => {
+            drop(light);
+            // The layout of `serde_json::to_string_pretty` over the whole report.
+            let pretty = |v: &serde_json::Value, indent: &str| {
+                serde_json::to_string_pretty(v)
+                    .unwrap_or_default()
+                    .replace('\n', &format!("\n{indent}"))
+            };
+            let head = format!(
+                "{{\n  \"run\": {},\n  \"summary\": {},\n  \"trials\": [",
+                pretty(&json_run(&run), "  "),
+                pretty(&serde_json::to_value(&summary).unwrap_or_default(), "  "),
+            );
+            out.write_all(head.as_bytes()).map_err(io)?;
+            let mut first = true;
+            store
+                .for_each_trial(run_id, true, |t| {
+                    let sep = if first { "\n    " } else { ",\n    " };
+                    first = false;
+                    let text = pretty(&json_trial(&t), "    ");
+                    out.write_all(sep.as_bytes())
+                        .and_then(|()| out.write_all(text.as_bytes()))
+                        .map_err(io)
+                })
+                .await?;
+            let tail = if first { "]\n}\n" } else { "\n  ]\n}\n" };
+            out.write_all(tail.as_bytes()).map_err(io)?;
+        }
+        Format::Html => {
+            // The head from the light rows, then each detailed trial's section as its page
+            // of rows (grade reports, artifacts) and its stored files are read, then the end.
+            let render = |e: minijinja::Error| {
+                io(std::io::Error::other(format!(
+                    "rendering the HTML report: {}",
+                    error_chain(&e)
+                )))
+            };
+            html_head(&run, &light, &summary, out).map_err(render)?;
+            let ids: Vec<String> = light
+                .iter()
+                .take(HTML_TRIAL_SECTIONS)
+                .map(|t| t.planned.id.clone())
+                .collect();
+            drop(light);
+            let mut index = 0;
+            store
+                .for_each_trial_of(run_id, &ids, |t| {
+                    index += 1;
+                    let extra = TrialDetail::read(store, &t);
+                    html_section(index, &t, extra.as_ref(), out).map_err(render)
+                })
+                .await?;
+            crate::view::pages::render_report(
+                crate::view::pages::ReportPart::End,
+                minijinja::context! {},
+                out,
+            )
+            .map_err(render)?;
+        }
+    }
+    out.flush().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ArtifactRef, Outcome, PlannedTrial, TrialResult, Usage};
+
+    /// A run of more trials than the HTML details (sections cut at 500, the store's pages of
+    /// 200 ids crossed), half finished with a grade report and stored files: the streamed HTML
+    /// is the in-memory render, with one section per detailed trial in the trials' order.
+    #[tokio::test]
+    async fn streamed_html_of_a_big_run_equals_the_render() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).await.expect("store");
+        let planned: Vec<PlannedTrial> = (0..HTML_TRIAL_SECTIONS + 7)
+            .map(|i| PlannedTrial {
+                id: format!("trial-{i:04}"),
+                task_id: format!("task-{}", i / 2),
+                task_kind: "generic".into(),
+                task_hash: "h".into(),
+                agent: ["oracle", "nop"][i % 2].into(),
+                repeat_index: 0,
+            })
+            .collect();
+        store
+            .create_run(
+                "big",
+                &serde_json::json!({"agents": ["oracle", "nop"]}),
+                &planned,
+            )
+            .await
+            .expect("run");
+        let log = store.put_blob(b"agent says <hi>").expect("blob");
+        let answer = store.put_blob(b"42").expect("blob");
+        for (i, p) in planned.iter().enumerate().filter(|(i, _)| i % 3 != 2) {
+            let score = (i % 2 == 0).then_some(1.0);
+            let result = TrialResult {
+                outcome: Outcome::Completed,
+                exit_code: Some(0),
+                score,
+                passed: score.is_some(),
+                grade_status: Some(
+                    if score.is_some() {
+                        "ok"
+                    } else {
+                        "judge_invalid"
+                    }
+                    .into(),
+                ),
+                dimensions: [("code_correctness".to_string(), score.unwrap_or(0.0))].into(),
+                flags: vec![],
+                phases: [("agent".to_string(), 10 + i as u64)].into(),
+                attempts: 1,
+                error: None,
+                isolated: true,
+                grade_report: Some(serde_json::json!({"score": score, "graders": [
+                    {"name": "unit tests", "score": score, "details": [format!("trial {i}")]}]})),
+                usage: Usage::default(),
+                artifacts: vec![
+                    ArtifactRef {
+                        name: "agent_log".into(),
+                        sha256: log.clone(),
+                        size: 15,
+                        media_type: None,
+                    },
+                    ArtifactRef {
+                        name: "answer".into(),
+                        sha256: answer.clone(),
+                        size: 2,
+                        media_type: None,
+                    },
+                    ArtifactRef {
+                        name: "file:out.csv".into(),
+                        sha256: answer.clone(),
+                        size: 2,
+                        media_type: None,
+                    },
+                ],
+            };
+            store
+                .finish_trial("big", &p.id, &result)
+                .await
+                .expect("finish");
+        }
+        let data = ReportData::load(&store, "big").await.expect("load");
+        let detailed_finished = data
+            .trials
+            .iter()
+            .take(HTML_TRIAL_SECTIONS)
+            .filter(|t| t.result.is_some())
+            .count();
+        let finished = data.trials.iter().filter(|t| t.result.is_some()).count();
+        assert!(detailed_finished < finished);
+        assert_eq!(
+            data.details.len(),
+            detailed_finished,
+            "stored files read for detailed trials only"
+        );
+        let rendered = data.render(Format::Html);
+        let mut streamed = Vec::new();
+        write_report(&store, "big", Format::Html, &mut streamed)
+            .await
+            .expect("write");
+        let streamed = String::from_utf8(streamed).expect("utf-8");
+        assert!(
+            streamed == rendered,
+            "streamed HTML differs from the render"
+        );
+        assert_eq!(
+            streamed.matches("<section class=\"trial-section\"").count(),
+            HTML_TRIAL_SECTIONS
+        );
+        assert_eq!(
+            streamed.matches("class=\"trial-row ").count(),
+            HTML_TRIAL_SECTIONS + 7
+        );
+        assert!(streamed.contains("The first 500 trials have a section below"));
+        assert!(
+            streamed.contains("agent says &lt;hi&gt;"),
+            "stored log shown, escaped"
+        );
+        // sections follow the trials' order, their element ids numbered from 1
+        let first = &data.trials[0].planned.id;
+        let last = &data.trials[HTML_TRIAL_SECTIONS - 1].planned.id;
+        let after = &data.trials[HTML_TRIAL_SECTIONS].planned.id;
+        assert!(streamed.contains(&format!("id=\"trial-{first}\"")));
+        assert!(streamed.contains(&format!("id=\"trial-{last}\"")));
+        assert!(!streamed.contains(&format!("id=\"trial-{after}\"")));
+        assert!(streamed.trim_end().ends_with("</html>"));
+        store.close().await;
+    }
 }

@@ -13,7 +13,8 @@ use crate::config::Settings;
 use crate::identity::trial_id;
 use crate::proxy::Proxy;
 use crate::store::{PlannedTrial, Store, StoreError, TrialRow};
-use crate::trial::{Observer, RunEnv, TrialInput, record, run_trial};
+use crate::trial::{Leftovers, Observer, RunEnv, TrialInput, record, run_trial};
+use crate::verdicts::RunVerdicts;
 
 /// Status of a run stopped by its cost cap (`--max-cost-per-run`) with trials not started.
 pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
@@ -77,6 +78,17 @@ pub enum RunError {
         task: String,
         reason: String,
     },
+    /// A sandbox of a task cannot run on any node of the backend, whatever else runs.
+    #[error(
+        "task {task}: its {role} sandbox needs {needs}, more than any node of the {backend} backend can hold: {why}; lower the task's environment.cpus / memory_mb (for the agent also --cpus / --memory-mb) or add a larger node"
+    )]
+    TooLarge {
+        task: String,
+        role: &'static str,
+        needs: String,
+        backend: &'static str,
+        why: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
@@ -89,6 +101,8 @@ pub enum RunError {
     },
     #[error("run {0}: its stored plan is unreadable: {1}")]
     BadPlan(String, String),
+    #[error("run {run}: cannot take over what its previous process left: {reason}")]
+    Reattach { run: String, reason: String },
     #[error(
         "interrupted by {}: removed {removed} container(s)/network(s); continue with `green-agent resume {run}`",
         signal.name()
@@ -98,6 +112,10 @@ pub enum RunError {
         signal: sandbox::Signal,
         removed: usize,
     },
+    #[error(
+        "canceled: removed {removed} container(s)/network(s); finished trials are kept, continue with `green-agent resume {run}`"
+    )]
+    Canceled { run: String, removed: usize },
 }
 
 /// A validated run, ready to execute.
@@ -108,8 +126,15 @@ pub struct Prepared {
     pub backend: Arc<dyn sandbox::Backend>,
     pub proxy: Option<Proxy>,
     pub adapter_bin: PathBuf,
-    pub judge: Option<Arc<rubrics::Judge>>,
+    /// The judge, given the run's store as its verdict cache when the run executes.
+    pub judge: Option<rubrics::Judge>,
     pub staged: BTreeMap<white_agent_adapter::contract::DriverKind, sandbox::ReadOnlyMount>,
+    /// A trial pool shared with other runs of this process (the A2A service's limit across
+    /// assessments), taken after the run's own `concurrency` slot; `None`: only the latter.
+    pub trial_slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// What the backend's nodes held at planning (every task's sandboxes fit on some node);
+    /// trials are admitted against it, read again as they start ([`crate::admission`]).
+    pub capacity: sandbox::Capacity,
 }
 
 /// Default location of the adapter binary: next to this executable, else the workspace's
@@ -217,9 +242,7 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     let judge = if judge_configs.is_empty() {
         None
     } else {
-        Some(Arc::new(
-            rubrics::Judge::panel(judge_configs).map_err(|e| RunError::Judge(e.to_string()))?,
-        ))
+        Some(rubrics::Judge::panel(judge_configs).map_err(|e| RunError::Judge(e.to_string()))?)
     };
     let staged = crate::launch::stage_agents(
         &agents,
@@ -254,7 +277,15 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
             })?;
         images.insert(name, resolved);
     }
-    let backend: Arc<dyn sandbox::Backend> = Arc::new(docker);
+    let backend = create_backend(&plan.settings, docker).await?;
+    let capacity = backend.capacity().await.map_err(RunError::Docker)?;
+    check_capacity(
+        &capacity,
+        backend.name(),
+        &plan.settings,
+        &loaded,
+        agents.iter().any(AgentSpec::is_hosted),
+    )?;
     let proxy = if agents.iter().any(AgentSpec::uses_model) {
         Some(
             Proxy::start(
@@ -291,7 +322,87 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         adapter_bin,
         judge,
         staged,
+        trial_slots: None,
+        capacity,
     })
+}
+
+/// Fails when a sandbox of some task can never run on any node of the backend (its memory
+/// reserved over every usable node's, its CPU limit over every node's CPUs): better now than
+/// a trial waiting `pending` until its schedule timeout, for every trial of the task.
+fn check_capacity(
+    capacity: &sandbox::Capacity,
+    backend: &'static str,
+    settings: &Settings,
+    tasks: &[Arc<tasks::Task>],
+    hosted: bool,
+) -> Result<(), RunError> {
+    for task in tasks {
+        let mut sandboxes = vec![("grading", crate::trial::grader_limits(task))];
+        if hosted {
+            sandboxes.insert(0, ("agent", crate::trial::agent_limits(settings, task)));
+        }
+        for (role, limits) in sandboxes {
+            let needs = sandbox::Needs::from(&limits);
+            capacity
+                .check_fits(&needs)
+                .map_err(|why| RunError::TooLarge {
+                    task: task.id().to_owned(),
+                    role,
+                    needs: needs.to_string(),
+                    backend,
+                    why: why.to_string(),
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// The sandboxes a trial holds at once: its agent's (a hosted agent) and its grader's
+/// (created while the agent runs).
+fn trial_needs(settings: &Settings, input: &TrialInput) -> Vec<sandbox::Needs> {
+    let mut needs = Vec::new();
+    if input.agent.is_hosted() {
+        needs.push(sandbox::Needs::from(&crate::trial::agent_limits(
+            settings,
+            &input.task,
+        )));
+    }
+    needs.push(sandbox::Needs::from(&crate::trial::grader_limits(
+        &input.task,
+    )));
+    needs
+}
+
+/// The run's sandbox backend (`--backend`): the docker backend, or the swarm backend over the
+/// same engine (its relays use the `python` platform image).
+async fn create_backend(
+    settings: &crate::config::Settings,
+    docker: sandbox::docker::DockerBackend,
+) -> Result<Arc<dyn sandbox::Backend>, RunError> {
+    match settings.backend {
+        crate::config::BackendKind::Docker => Ok(Arc::new(docker)),
+        crate::config::BackendKind::Swarm => {
+            let relay = crate::images::resolve_for_run(&docker, "python")
+                .await
+                .map_err(|reason| RunError::Image {
+                    image: "python".into(),
+                    task: "(the swarm backend's relays)".into(),
+                    reason,
+                })?;
+            let pool = settings
+                .swarm_subnet_pool
+                .parse()
+                .map_err(RunError::Docker)?;
+            let swarm = sandbox::SwarmBackend::new(docker, relay)
+                .await
+                .map_err(RunError::Docker)?
+                .with_overlay_pool(pool)
+                .with_constraints(settings.swarm_constraint_list())
+                .with_forwarded_ports(vec![white_agent_adapter::contract::DEFAULT_PORT]);
+            Ok(Arc::new(swarm))
+        }
+    }
 }
 
 /// Where staged agent CLIs are cached (content-addressed, shared by runs):
@@ -326,6 +437,29 @@ pub async fn execute(
     observer: Arc<dyn Observer>,
     resume: bool,
 ) -> Result<Vec<TrialRow>, RunError> {
+    execute_until(
+        prepared,
+        run_id,
+        store,
+        observer,
+        resume,
+        std::future::pending(),
+    )
+    .await
+}
+
+/// [`execute`], stopped early when `stop` resolves (a cancel from outside, e.g. the A2A
+/// service): the running trials are stopped, the run's containers and networks removed, the
+/// run recorded `canceled` and [`RunError::Canceled`] returned; finished trials are kept and
+/// the unfinished ones stay resumable.
+pub async fn execute_until(
+    prepared: Prepared,
+    run_id: &str,
+    store: &Store,
+    observer: Arc<dyn Observer>,
+    resume: bool,
+    stop: impl std::future::Future<Output = ()> + Send,
+) -> Result<Vec<TrialRow>, RunError> {
     let span = info_span!("run", run_id = %run_id);
     async {
         // Orphans of dead runs (owner process gone) are reaped before anything starts.
@@ -354,9 +488,23 @@ pub async fn execute(
                 &serde_json::json!({ "removed": reaped }),
             )
             .await?;
+        let mut leftovers = Leftovers::default();
         if resume {
+            // Adopt the live agents and collected outputs a dead owner left (the caller holds
+            // the run's ownership, so no other reaper takes them meanwhile).
+            let (found, gathered) =
+                Leftovers::gather(prepared.backend.as_ref(), store, run_id)
+                    .await
+                    .map_err(|e| RunError::Reattach {
+                        run: run_id.into(),
+                        reason: e.to_string(),
+                    })?;
+            leftovers = found;
+            store
+                .event(run_id, None, "reattach_gathered", &serde_json::json!(gathered))
+                .await?;
             let n = store.requeue_interrupted(run_id).await?;
-            info!(requeued = n, "resuming");
+            info!(requeued = n, adopted = gathered.adopted, "resuming");
         }
         let stored = store.trials(run_id).await?;
         let known: BTreeSet<&str> = planned.iter().map(|p| p.id.as_str()).collect();
@@ -394,9 +542,15 @@ pub async fn execute(
             settings: prepared.plan.settings.clone(),
             adapter_bin: prepared.adapter_bin.clone(),
             proxy: prepared.proxy.clone(),
-            judge: prepared.judge.clone(),
+            // Accepted verdicts live in the run's store: a resume or re-grade never asks again.
+            judge: prepared.judge.map(|j| {
+                Arc::new(j.with_cache(Arc::new(RunVerdicts::new(store.clone(), run_id))))
+            }),
             staged: prepared.staged.clone(),
             observer,
+            leftovers: Arc::new(leftovers),
+            teardown: Default::default(),
+            probes: Default::default(),
         };
         // Installed before any trial starts: a signal stops the trials, then the run's
         // containers and networks are removed and the run is recorded as interrupted.
@@ -408,13 +562,35 @@ pub async fn execute(
             }
         };
         let sem = Arc::new(tokio::sync::Semaphore::new(env.settings.concurrency));
+        // Trials run at once: at most `--concurrency`, and (a backend reserving memory) no
+        // more than the nodes hold.
+        let needs: Vec<Vec<sandbox::Needs>> = pending
+            .iter()
+            .map(|t| trial_needs(&env.settings, t))
+            .collect();
+        let observer = env.observer.clone();
+        let admission = crate::admission::Admission::new(
+            prepared.backend.clone(),
+            run_id,
+            env.settings.concurrency,
+            prepared.capacity.clone(),
+            &needs,
+            Arc::new(move |line: &str| observer.note(line)),
+        );
         let mut set = tokio::task::JoinSet::new();
-        for input in pending {
+        for (input, needs) in pending.into_iter().zip(needs) {
             let env = env.clone();
             let sem = sem.clone();
+            let shared = prepared.trial_slots.clone();
+            let admission = admission.clone();
             set.spawn(
                 async move {
                     let _permit = sem.acquire_owned().await;
+                    let _shared = match shared {
+                        Some(s) => Some(s.acquire_owned().await),
+                        None => None,
+                    };
+                    let _admitted = admission.admit(needs).await;
                     if let Some(reason) = env.proxy.as_ref().and_then(|p| p.run_budget_spent()) {
                         // the run's cost cap is spent: the trial stays pending (resume runs it)
                         return env
@@ -437,15 +613,16 @@ pub async fn execute(
             );
         }
         let mut first_error = None;
+        let mut stop = std::pin::pin!(stop);
         loop {
             let joined = tokio::select! {
                 joined = set.join_next() => joined,
+                () = &mut stop => {
+                    let removed = stop_and_reap(&mut set, prepared.backend.as_ref(), run_id).await;
+                    return Err(canceled(store, run_id, removed).await);
+                }
                 signal = signalled(reaper.as_mut()) => {
-                    set.abort_all();
-                    let removed = match &reaper {
-                        Some(r) => r.reap().await,
-                        None => 0,
-                    };
+                    let removed = stop_and_reap(&mut set, prepared.backend.as_ref(), run_id).await;
                     return Err(interrupted(store, run_id, signal, removed).await);
                 }
             };
@@ -459,6 +636,11 @@ pub async fn execute(
                 Some(Err(e)) => warn!(error = %e, "a trial task panicked"),
             }
         }
+        // Adopted agents of trials that did not start (a spent cost cap) are not kept.
+        env.leftovers.release_rest(env.backend.as_ref()).await;
+        // Containers and networks of finished trials are removed in the background: the run
+        // ends only once they are gone.
+        env.teardown.wait().await;
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -482,6 +664,51 @@ async fn signalled(reaper: Option<&mut sandbox::SignalReaper>) -> sandbox::Signa
     match reaper {
         Some(r) => r.signalled().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Stops a run's trials (cancel or signal) and removes its objects: every trial future is
+/// dropped before reaping, then the run's objects are removed until a pass finds none (at most
+/// 5 passes, 1 s apart, each bounded to 30 s): a Docker request sent by a trial just before it
+/// was dropped can still create an object after the first pass listed them.
+async fn stop_and_reap<T: 'static>(
+    set: &mut tokio::task::JoinSet<T>,
+    backend: &dyn sandbox::Backend,
+    run_id: &str,
+) -> usize {
+    set.abort_all();
+    while set.join_next().await.is_some() {}
+    let mut removed = 0;
+    for pass in 0..5 {
+        if pass > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        let reap = backend.reap(Some(run_id));
+        match tokio::time::timeout(std::time::Duration::from_secs(30), reap).await {
+            Ok(Ok(0)) if pass > 0 => break,
+            Ok(Ok(n)) => removed += n,
+            Ok(Err(e)) => warn!(error = %e, "reaping the stopped run failed"),
+            Err(_) => warn!("reaping the stopped run timed out"),
+        }
+    }
+    removed
+}
+
+/// Records a canceled run (its trials stopped, its objects removed).
+async fn canceled(store: &Store, run_id: &str, removed: usize) -> RunError {
+    warn!(removed, "canceled: the run's containers are removed");
+    let _ = store
+        .event(
+            run_id,
+            None,
+            "run_canceled",
+            &serde_json::json!({ "removed": removed }),
+        )
+        .await;
+    let _ = store.finish_run(run_id, "canceled").await;
+    RunError::Canceled {
+        run: run_id.to_owned(),
+        removed,
     }
 }
 

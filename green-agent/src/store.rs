@@ -1,32 +1,39 @@
-//! The results store of one run: SQLite (runs, trials, events, grades, usage, artifacts) plus
-//! content-addressed blobs beside it (`<run dir>/blobs/<aa>/<sha256>`). Every write is atomic:
-//! rows in transactions, files written to a temp file and renamed into place.
+//! The results store of one run: its rows (runs, trials, events, grades, usage, artifacts) in
+//! the run's own SQLite file or in a shared PostgreSQL database ([`crate::database`]), plus
+//! content-addressed blobs in the run directory (`<run dir>/blobs/<aa>/<sha256>`). Every write is
+//! atomic: rows in transactions, files written to a temp file and renamed into place.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use sqlx::AnyPool;
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::any::AnyRow;
+
+use crate::database::{Backend, DatabaseUrl};
 
 pub use crate::model::{ArtifactRef, Outcome, PlannedTrial, TrialResult, Usage};
+pub use attempts::{AgentPlace, AttemptKind, AttemptRow};
+
+mod attempts;
 
 /// File name of the database inside a run directory.
 pub const DB_FILE: &str = "store.sqlite";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("results store {path}: {source}")]
+    #[error("results store {at}: {source}")]
     Db {
-        path: PathBuf,
+        /// The SQLite file, or the PostgreSQL URL without its password.
+        at: String,
         #[source]
         source: sqlx::Error,
     },
-    #[error("results store migration failed at {path}: {source}")]
+    #[error("results store migration failed at {at}: {source}")]
     Migrate {
-        path: PathBuf,
+        at: String,
         #[source]
         source: sqlx::migrate::MigrateError,
     },
@@ -79,8 +86,10 @@ pub struct EventRow {
 /// The store of one run directory.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
     dir: PathBuf,
+    /// Where the rows are, for errors: the SQLite file or the redacted PostgreSQL URL.
+    at: String,
 }
 
 fn now() -> String {
@@ -88,47 +97,70 @@ fn now() -> String {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store in `dir` and applies migrations.
+    /// Opens (creating if needed) the store in `dir`, its rows in `dir`'s own SQLite file, and
+    /// applies migrations.
     pub async fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, None).await
+    }
+
+    /// Opens (creating if needed) the store of the run directory `dir`: its rows in the shared
+    /// PostgreSQL database of `database` when given (the database is created when missing),
+    /// else in `dir`'s own SQLite file; applies migrations.
+    pub async fn open_with(dir: &Path, database: Option<&DatabaseUrl>) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir.join("blobs")).map_err(|source| StoreError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = dir.join(DB_FILE);
+        let (at, backend) = match database {
+            Some(url) => (url.to_string(), Backend::Postgres),
+            None => (dir.join(DB_FILE).display().to_string(), Backend::Sqlite),
+        };
         let db = |source| StoreError::Db {
-            path: path.clone(),
+            at: at.clone(),
             source,
         };
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(db)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
-            .busy_timeout(std::time::Duration::from_secs(30));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await
-            .map_err(db)?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
+        let pool = match database {
+            Some(url) => crate::database::connect_postgres(url, 4, true).await,
+            None => crate::database::connect_sqlite(&dir.join(DB_FILE), false, 4).await,
+        }
+        .map_err(db)?;
+        crate::database::migrate(&pool, backend)
             .await
             .map_err(|source| StoreError::Migrate {
-                path: path.clone(),
+                at: at.clone(),
                 source,
             })?;
         Ok(Self {
             pool,
             dir: dir.to_path_buf(),
+            at,
         })
     }
 
     /// Opens an existing store read-write; fails clearly when there is none.
     pub async fn open_existing(dir: &Path, run_id: &str) -> Result<Self, StoreError> {
-        if !dir.join(DB_FILE).is_file() {
+        Self::open_existing_with(dir, run_id, None).await
+    }
+
+    /// [`Self::open_with`] for a run that must exist already (in `database` when given, else in
+    /// `dir`'s SQLite file); fails clearly when it does not.
+    pub async fn open_existing_with(
+        dir: &Path,
+        run_id: &str,
+        database: Option<&DatabaseUrl>,
+    ) -> Result<Self, StoreError> {
+        if database.is_none() && !dir.join(DB_FILE).is_file() {
             return Err(StoreError::RunNotFound(run_id.to_owned()));
         }
-        Self::open(dir).await
+        let store = Self::open_with(dir, database).await?;
+        if database.is_some() {
+            // fails with RunNotFound when the shared database has no such run
+            if let Err(e) = store.run(run_id).await {
+                store.close().await;
+                return Err(e);
+            }
+        }
+        Ok(store)
     }
 
     pub fn dir(&self) -> &Path {
@@ -137,7 +169,7 @@ impl Store {
 
     fn db(&self, source: sqlx::Error) -> StoreError {
         StoreError::Db {
-            path: self.dir.join(DB_FILE),
+            at: self.at.clone(),
             source,
         }
     }
@@ -154,17 +186,19 @@ impl Store {
         trials: &[PlannedTrial],
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
-        sqlx::query("INSERT OR IGNORE INTO runs (id, created_at, plan) VALUES (?, ?, ?)")
-            .bind(run_id)
-            .bind(now())
-            .bind(plan.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.db(e))?;
+        sqlx::query(
+            "INSERT INTO runs (id, created_at, plan) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(now())
+        .bind(plan.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.db(e))?;
         for t in trials {
             sqlx::query(
-                "INSERT OR IGNORE INTO trials (run_id, id, task_id, task_kind, task_hash, agent, repeat_index) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO trials (run_id, id, task_id, task_kind, task_hash, agent, repeat_index) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
             )
             .bind(run_id)
             .bind(&t.id)
@@ -177,7 +211,7 @@ impl Store {
             .await
             .map_err(|e| self.db(e))?;
         }
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, NULL, ?, 'run_planned', ?)")
+        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, NULL, $2, 'run_planned', $3)")
             .bind(run_id)
             .bind(now())
             .bind(serde_json::json!({ "trials": trials.len() }).to_string())
@@ -189,7 +223,7 @@ impl Store {
 
     pub async fn run(&self, run_id: &str) -> Result<RunRow, StoreError> {
         let row =
-            sqlx::query("SELECT id, created_at, finished_at, plan, status FROM runs WHERE id = ?")
+            sqlx::query("SELECT id, created_at, finished_at, plan, status FROM runs WHERE id = $1")
                 .bind(run_id)
                 .fetch_optional(&self.pool)
                 .await
@@ -208,24 +242,24 @@ impl Store {
         })
     }
 
-    /// Marks trials left `running` by a dead process as `pending` again (their partial work is
-    /// discarded: a trial only counts once it is `done`).
+    /// Marks trials left `running` by a dead process as `pending` again (a trial only counts
+    /// once it is `done`; what its open attempt left is taken over through `attempts`).
     pub async fn requeue_interrupted(&self, run_id: &str) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
         let n = sqlx::query(
-            "UPDATE trials SET state = 'pending' WHERE run_id = ? AND state = 'running'",
+            "UPDATE trials SET state = 'pending' WHERE run_id = $1 AND state = 'running'",
         )
         .bind(run_id)
         .execute(&mut *tx)
         .await
         .map_err(|e| self.db(e))?
         .rows_affected();
-        sqlx::query("UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?")
+        sqlx::query("UPDATE runs SET status = 'running', finished_at = NULL WHERE id = $1")
             .bind(run_id)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.db(e))?;
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, NULL, ?, 'run_resumed', ?)")
+        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, NULL, $2, 'run_resumed', $3)")
             .bind(run_id)
             .bind(now())
             .bind(serde_json::json!({ "requeued": n }).to_string())
@@ -238,14 +272,14 @@ impl Store {
 
     pub async fn mark_running(&self, run_id: &str, trial_id: &str) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
-        sqlx::query("UPDATE trials SET state = 'running', started_at = ? WHERE run_id = ? AND id = ? AND state != 'done'")
+        sqlx::query("UPDATE trials SET state = 'running', started_at = $1 WHERE run_id = $2 AND id = $3 AND state != 'done'")
             .bind(now())
             .bind(run_id)
             .bind(trial_id)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.db(e))?;
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, ?, ?, 'trial_started', '{}')")
+        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, $2, $3, 'trial_started', '{}')")
             .bind(run_id)
             .bind(trial_id)
             .bind(now())
@@ -263,15 +297,17 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, ?, ?, ?, ?)")
-            .bind(run_id)
-            .bind(trial_id)
-            .bind(now())
-            .bind(kind)
-            .bind(data.to_string())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.db(e))?;
+        sqlx::query(
+            "INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(run_id)
+        .bind(trial_id)
+        .bind(now())
+        .bind(kind)
+        .bind(data.to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.db(e))?;
         Ok(())
     }
 
@@ -285,21 +321,21 @@ impl Store {
         let json = |v: &dyn erased::ToJson| v.to_json();
         let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
         sqlx::query(
-            "UPDATE trials SET state = 'done', outcome = ?, exit_code = ?, score = ?, passed = ?, \
-             grade_status = ?, dimensions = ?, flags = ?, phases = ?, attempts = ?, error = ?, \
-             isolated = ?, finished_at = ? WHERE run_id = ? AND id = ?",
+            "UPDATE trials SET state = 'done', outcome = $1, exit_code = $2, score = $3, passed = $4, \
+             grade_status = $5, dimensions = $6, flags = $7, phases = $8, attempts = $9, error = $10, \
+             isolated = $11, finished_at = $12 WHERE run_id = $13 AND id = $14",
         )
         .bind(result.outcome.as_str())
         .bind(result.exit_code)
         .bind(result.score)
-        .bind(result.passed)
+        .bind(i64::from(result.passed))
         .bind(result.grade_status.as_deref())
         .bind(json(&result.dimensions))
         .bind(json(&result.flags))
         .bind(json(&result.phases))
         .bind(i64::from(result.attempts))
         .bind(result.error.as_deref())
-        .bind(result.isolated)
+        .bind(i64::from(result.isolated))
         .bind(now())
         .bind(run_id)
         .bind(trial_id)
@@ -307,7 +343,9 @@ impl Store {
         .await
         .map_err(|e| self.db(e))?;
         if let Some(report) = &result.grade_report {
-            sqlx::query("INSERT OR REPLACE INTO grades (run_id, trial_id, score, status, report) VALUES (?, ?, ?, ?, ?)")
+            sqlx::query("INSERT INTO grades (run_id, trial_id, score, status, report) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (run_id, trial_id) DO UPDATE SET score = excluded.score, \
+                 status = excluded.status, report = excluded.report")
                 .bind(run_id)
                 .bind(trial_id)
                 .bind(result.score)
@@ -319,8 +357,12 @@ impl Store {
         }
         let u = &result.usage;
         sqlx::query(
-            "INSERT OR REPLACE INTO usage (run_id, trial_id, input_tokens, output_tokens, \
-             cache_read_tokens, cache_write_tokens, requests, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO usage (run_id, trial_id, input_tokens, output_tokens, \
+             cache_read_tokens, cache_write_tokens, requests, cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (run_id, trial_id) DO UPDATE SET input_tokens = excluded.input_tokens, \
+             output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
+             cache_write_tokens = excluded.cache_write_tokens, requests = excluded.requests, \
+             cost_usd = excluded.cost_usd",
         )
         .bind(run_id)
         .bind(trial_id)
@@ -333,7 +375,7 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(|e| self.db(e))?;
-        sqlx::query("DELETE FROM artifacts WHERE run_id = ? AND trial_id = ?")
+        sqlx::query("DELETE FROM artifacts WHERE run_id = $1 AND trial_id = $2")
             .bind(run_id)
             .bind(trial_id)
             .execute(&mut *tx)
@@ -341,7 +383,9 @@ impl Store {
             .map_err(|e| self.db(e))?;
         for a in &result.artifacts {
             sqlx::query(
-                "INSERT OR REPLACE INTO artifacts (run_id, trial_id, name, sha256, size, media_type) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO artifacts (run_id, trial_id, name, sha256, size, media_type) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (run_id, trial_id, name) DO UPDATE SET sha256 = excluded.sha256, \
+                 size = excluded.size, media_type = excluded.media_type",
             )
             .bind(run_id)
             .bind(trial_id)
@@ -353,7 +397,7 @@ impl Store {
             .await
             .map_err(|e| self.db(e))?;
         }
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, ?, ?, 'trial_finished', ?)")
+        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, $2, $3, 'trial_finished', $4)")
             .bind(run_id)
             .bind(trial_id)
             .bind(now())
@@ -374,14 +418,14 @@ impl Store {
 
     pub async fn finish_run(&self, run_id: &str, status: &str) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
-        sqlx::query("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET status = $1, finished_at = $2 WHERE id = $3")
             .bind(status)
             .bind(now())
             .bind(run_id)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.db(e))?;
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES (?, NULL, ?, 'run_finished', ?)")
+        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, NULL, $2, 'run_finished', $3)")
             .bind(run_id)
             .bind(now())
             .bind(serde_json::json!({ "status": status }).to_string())
@@ -391,45 +435,114 @@ impl Store {
         tx.commit().await.map_err(|e| self.db(e))
     }
 
-    /// Every trial of the run, ordered by task, agent and repeat.
+    /// Every trial of the run, ordered by task, agent and repeat (with grade reports and
+    /// artifacts).
     pub async fn trials(&self, run_id: &str) -> Result<Vec<TrialRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT t.*, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, \
-             u.requests, u.cost_usd, g.report \
-             FROM trials t \
-             LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id \
-             LEFT JOIN grades g ON g.run_id = t.run_id AND g.trial_id = t.id \
-             WHERE t.run_id = ? ORDER BY t.task_id, t.agent, t.repeat_index",
-        )
+        let mut out = Vec::new();
+        self.for_each_trial(run_id, true, |t| {
+            out.push(t);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Every trial of the run in [`Store::trials`]' order, handed to `each` one at a time
+    /// (memory stays bounded whatever the run's size). Without `details` a finished trial
+    /// carries neither its grade report nor its artifacts (what summaries, Markdown and CSV
+    /// need): one query. With `details` it carries both: the ordered ids first, then per page
+    /// of ids one joined query (grade reports) and one artifacts query, so the big columns are
+    /// never sorted or held for the whole run. Portable SQL (SQLite and PostgreSQL).
+    pub async fn for_each_trial<F>(
+        &self,
+        run_id: &str,
+        details: bool,
+        mut each: F,
+    ) -> Result<(), StoreError>
+    where
+        F: FnMut(TrialRow) -> Result<(), StoreError>,
+    {
+        use futures::TryStreamExt;
+        const ORDER: &str = "ORDER BY t.task_id, t.agent, t.repeat_index, t.id";
+        if !details {
+            let sql = format!("{TRIAL_SELECT} {TRIAL_FROM} WHERE t.run_id = $1 {ORDER}");
+            let mut rows = sqlx::query(&sql).bind(run_id).fetch(&self.pool);
+            while let Some(row) = rows.try_next().await.map_err(|e| self.db(e))? {
+                each(trial_row(&row, false)?)?;
+            }
+            return Ok(());
+        }
+        let ids: Vec<String> = sqlx::query(&format!(
+            "SELECT t.id FROM trials t WHERE t.run_id = $1 {ORDER}"
+        ))
         .bind(run_id)
         .fetch_all(&self.pool)
         .await
-        .map_err(|e| self.db(e))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let planned = planned_of(&row);
-            let state: String = row.get("state");
-            let result = if state == "done" {
-                let dimensions = parse_col(&row, "dimensions")?;
-                let flags = parse_col(&row, "flags")?;
-                let phases = parse_col(&row, "phases")?;
-                let report: Option<String> = row.get("report");
-                let mut result = result_of(&row, dimensions, flags, phases);
-                result.grade_report = report.and_then(|r| serde_json::from_str(&r).ok());
-                result.artifacts = self.artifacts(run_id, &planned.id).await?;
-                Some(result)
-            } else {
-                None
-            };
-            out.push(TrialRow {
-                planned,
-                state,
-                result,
-                started_at: row.get("started_at"),
-                finished_at: row.get("finished_at"),
-            });
+        .map_err(|e| self.db(e))?
+        .iter()
+        .map(|r| r.get::<String, _>("id"))
+        .collect();
+        self.for_each_trial_of(run_id, &ids, each).await
+    }
+
+    /// The trials `ids` of the run in that order, each with its grade report and artifacts,
+    /// handed to `each` one at a time: per page of ids one joined query (grade reports) and
+    /// one artifacts query, so memory holds one page, never the run. An id the run does not
+    /// have is skipped.
+    pub async fn for_each_trial_of<F>(
+        &self,
+        run_id: &str,
+        ids: &[String],
+        mut each: F,
+    ) -> Result<(), StoreError>
+    where
+        F: FnMut(TrialRow) -> Result<(), StoreError>,
+    {
+        const PAGE: usize = 200;
+        for page in ids.chunks(PAGE) {
+            let marks = (0..page.len())
+                .map(|i| format!("${}", i + 2))
+                .collect::<Vec<_>>()
+                .join(",");
+            let sql = format!(
+                "{TRIAL_SELECT}, g.report {TRIAL_FROM} LEFT JOIN grades g ON g.run_id = t.run_id AND g.trial_id = t.id \
+                 WHERE t.run_id = $1 AND t.id IN ({marks})"
+            );
+            let mut q = sqlx::query(&sql).bind(run_id);
+            for id in page {
+                q = q.bind(id);
+            }
+            let rows = q.fetch_all(&self.pool).await.map_err(|e| self.db(e))?;
+            let sql = format!(
+                "SELECT trial_id, name, sha256, size, media_type FROM artifacts \
+                 WHERE run_id = $1 AND trial_id IN ({marks}) ORDER BY trial_id, name"
+            );
+            let mut q = sqlx::query(&sql).bind(run_id);
+            for id in page {
+                q = q.bind(id);
+            }
+            let mut artifacts: std::collections::HashMap<String, Vec<ArtifactRef>> =
+                std::collections::HashMap::new();
+            for r in q.fetch_all(&self.pool).await.map_err(|e| self.db(e))? {
+                artifacts
+                    .entry(r.get("trial_id"))
+                    .or_default()
+                    .push(artifact_of(&r));
+            }
+            let mut by_id: std::collections::HashMap<String, TrialRow> = rows
+                .iter()
+                .map(|r| trial_row(r, true).map(|t| (t.planned.id.clone(), t)))
+                .collect::<Result<_, _>>()?;
+            for id in page {
+                if let Some(mut t) = by_id.remove(id) {
+                    if let Some(result) = t.result.as_mut() {
+                        result.artifacts = artifacts.remove(id).unwrap_or_default();
+                    }
+                    each(t)?;
+                }
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     pub async fn artifacts(
@@ -438,22 +551,14 @@ impl Store {
         trial_id: &str,
     ) -> Result<Vec<ArtifactRef>, StoreError> {
         let rows = sqlx::query(
-            "SELECT name, sha256, size, media_type FROM artifacts WHERE run_id = ? AND trial_id = ? ORDER BY name",
+            "SELECT name, sha256, size, media_type FROM artifacts WHERE run_id = $1 AND trial_id = $2 ORDER BY name",
         )
         .bind(run_id)
         .bind(trial_id)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.db(e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| ArtifactRef {
-                name: r.get("name"),
-                sha256: r.get("sha256"),
-                size: r.get::<i64, _>("size").max(0) as u64,
-                media_type: r.get("media_type"),
-            })
-            .collect())
+        Ok(rows.iter().map(artifact_of).collect())
     }
 
     pub async fn events(
@@ -462,12 +567,12 @@ impl Store {
         trial_id: Option<&str>,
     ) -> Result<Vec<EventRow>, StoreError> {
         let rows = match trial_id {
-            Some(t) => sqlx::query("SELECT seq, trial_id, at, kind, data FROM events WHERE run_id = ? AND trial_id = ? ORDER BY seq")
+            Some(t) => sqlx::query("SELECT seq, trial_id, at, kind, data FROM events WHERE run_id = $1 AND trial_id = $2 ORDER BY seq")
                 .bind(run_id)
                 .bind(t)
                 .fetch_all(&self.pool)
                 .await,
-            None => sqlx::query("SELECT seq, trial_id, at, kind, data FROM events WHERE run_id = ? ORDER BY seq")
+            None => sqlx::query("SELECT seq, trial_id, at, kind, data FROM events WHERE run_id = $1 ORDER BY seq")
                 .bind(run_id)
                 .fetch_all(&self.pool)
                 .await,
@@ -486,6 +591,59 @@ impl Store {
                 }
             })
             .collect())
+    }
+
+    /// The judge verdict stored under `key` for this run (JSON), if any.
+    pub async fn judge_verdict(
+        &self,
+        run_id: &str,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT verdict FROM judge_verdicts WHERE run_id = $1 AND cache_key = $2",
+        )
+        .bind(run_id)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.db(e))
+    }
+
+    /// Stores an accepted judge verdict (JSON) under `key`; the first one stored is kept.
+    pub async fn put_judge_verdict(
+        &self,
+        run_id: &str,
+        key: &str,
+        model: &str,
+        score: f64,
+        verdict: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO judge_verdicts (run_id, cache_key, model, score, verdict, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, cache_key) DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(key)
+        .bind(model)
+        .bind(score)
+        .bind(verdict)
+        .bind(now())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// How many judge verdicts the run has stored.
+    pub async fn judge_verdict_count(&self, run_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM judge_verdicts WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| self.db(e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// Path of the blob with this digest.
@@ -517,9 +675,42 @@ impl Store {
     }
 }
 
+/// The columns of a trial row joined with its usage.
+const TRIAL_SELECT: &str = "SELECT t.*, u.input_tokens, u.output_tokens, u.cache_read_tokens, \
+     u.cache_write_tokens, u.requests, u.cost_usd";
+const TRIAL_FROM: &str =
+    "FROM trials t LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id";
+
+/// A `trials` row joined with its usage (and, with `details`, its `report` column; the
+/// artifacts are added by the caller).
+fn trial_row(row: &AnyRow, details: bool) -> Result<TrialRow, StoreError> {
+    let planned = planned_of(row);
+    let state: String = row.get("state");
+    let result = if state == "done" {
+        let dimensions = parse_col(row, "dimensions")?;
+        let flags = parse_col(row, "flags")?;
+        let phases = parse_col(row, "phases")?;
+        let mut result = result_of(row, dimensions, flags, phases);
+        if details {
+            let report: Option<String> = row.get("report");
+            result.grade_report = report.and_then(|r| serde_json::from_str(&r).ok());
+        }
+        Some(result)
+    } else {
+        None
+    };
+    Ok(TrialRow {
+        planned,
+        state,
+        result,
+        started_at: row.get("started_at"),
+        finished_at: row.get("finished_at"),
+    })
+}
+
 /// A non-negative count column (0 when NULL).
 /// The planned trial of a `trials` row.
-pub(crate) fn planned_of(row: &sqlx::sqlite::SqliteRow) -> PlannedTrial {
+pub(crate) fn planned_of(row: &AnyRow) -> PlannedTrial {
     PlannedTrial {
         id: row.get("id"),
         task_id: row.get("task_id"),
@@ -533,7 +724,7 @@ pub(crate) fn planned_of(row: &sqlx::sqlite::SqliteRow) -> PlannedTrial {
 /// The result of a finished `trials` row joined with its `usage` row (the JSON columns are
 /// parsed by the caller, strictly or leniently; no grade report, no artifacts).
 pub(crate) fn result_of(
-    row: &sqlx::sqlite::SqliteRow,
+    row: &AnyRow,
     dimensions: BTreeMap<String, f64>,
     flags: Vec<String>,
     phases: BTreeMap<String, u64>,
@@ -545,14 +736,14 @@ pub(crate) fn result_of(
             .unwrap_or(Outcome::InfraError),
         exit_code: row.get("exit_code"),
         score: row.get("score"),
-        passed: row.get::<Option<bool>, _>("passed").unwrap_or(false),
+        passed: flag(row, "passed"),
         grade_status: row.get("grade_status"),
         dimensions,
         flags,
         phases,
         attempts: u32::try_from(row.get::<i64, _>("attempts")).unwrap_or(0),
         error: row.get("error"),
-        isolated: row.get::<Option<bool>, _>("isolated").unwrap_or(false),
+        isolated: flag(row, "isolated"),
         grade_report: None,
         usage: Usage {
             input_tokens: count(row, "input_tokens"),
@@ -566,14 +757,25 @@ pub(crate) fn result_of(
     }
 }
 
-fn count(row: &sqlx::sqlite::SqliteRow, col: &str) -> u64 {
+fn artifact_of(r: &AnyRow) -> ArtifactRef {
+    ArtifactRef {
+        name: r.get("name"),
+        sha256: r.get("sha256"),
+        size: u64::try_from(r.get::<i64, _>("size")).unwrap_or(0),
+        media_type: r.get("media_type"),
+    }
+}
+
+/// An integer boolean column (NULL is false).
+pub(crate) fn flag(row: &AnyRow, col: &str) -> bool {
+    row.get::<Option<i64>, _>(col).is_some_and(|v| v != 0)
+}
+
+fn count(row: &AnyRow, col: &str) -> u64 {
     u64::try_from(row.get::<Option<i64>, _>(col).unwrap_or(0)).unwrap_or(0)
 }
 
-fn parse_col<T: serde::de::DeserializeOwned>(
-    row: &sqlx::sqlite::SqliteRow,
-    col: &str,
-) -> Result<T, StoreError> {
+fn parse_col<T: serde::de::DeserializeOwned>(row: &AnyRow, col: &str) -> Result<T, StoreError> {
     let s: String = row.get(col);
     serde_json::from_str(&s).map_err(|source| StoreError::Json {
         what: format!("trials.{col}"),

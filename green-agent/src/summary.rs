@@ -99,6 +99,20 @@ pub fn summarize(trials: &[TrialRow]) -> Vec<SummaryRow> {
     out
 }
 
+/// One row per agent over all its trials, whatever their kinds, `task_kind` = `kind` (the
+/// leaderboard's overall rows); agents sorted by name. The same arithmetic as [`summarize`]
+/// over the trials with their kind replaced by `kind`, without copying them.
+pub fn summarize_agents(trials: &[TrialRow], kind: &str) -> Vec<SummaryRow> {
+    let mut groups: BTreeMap<&str, Vec<&TrialRow>> = BTreeMap::new();
+    for t in trials {
+        groups.entry(t.planned.agent.as_str()).or_default().push(t);
+    }
+    groups
+        .into_iter()
+        .map(|(agent, rows)| group_row(agent, kind, &rows))
+        .collect()
+}
+
 /// One row of the table over `rows`.
 fn group_row(agent: &str, task_kind: &str, rows: &[&TrialRow]) -> SummaryRow {
     let finished: Vec<&crate::store::TrialResult> =
@@ -295,6 +309,23 @@ mod tests {
         assert_eq!(r.excluded, 0);
         assert_eq!(r.mean, r.strict_mean);
         assert_eq!(r.ci95, r.strict_ci95);
+    }
+
+    #[test]
+    fn per_agent_rows_equal_the_summary_over_one_kind() {
+        let mut rows = vec![
+            trial("x", "a", 0, Some(1.0), "pass"),
+            trial("x", "b", 0, Some(0.25), "fail"),
+            trial("y", "a", 0, None, "grader_error"),
+            unfinished("y", "b", 0),
+        ];
+        rows[1].planned.task_kind = "other".into();
+        let agents = summarize_agents(&rows, "*");
+        for r in &mut rows {
+            r.planned.task_kind = "*".into();
+        }
+        assert_eq!(agents, summarize(&rows));
+        assert_eq!(agents.len(), 2);
     }
 
     #[test]

@@ -182,20 +182,60 @@ async fn html_report_is_self_contained() {
     let (_dir, data) = fixture().await;
     let html = data.render(Format::Html);
     assert!(html.starts_with("<!DOCTYPE html>"));
-    assert!(html.contains("<svg"), "inline plots");
     assert!(
-        !html.contains("<script src") && !html.contains("<link "),
+        html.contains("<svg"),
+        "inline plots: {}",
+        &html[..html.len().min(600)]
+    );
+    assert!(
+        !html.contains("<script src")
+            && !html.contains("<link ")
+            && !html.contains("http://")
+            && !html.contains("https://"),
         "no external resources"
     );
+    assert!(
+        html.contains("<style>") && html.contains("<script>"),
+        "inlined"
+    );
     assert_eq!(
-        html.matches("<section class=\"trial\"").count(),
+        html.matches("<section class=\"trial-section\"").count(),
         6,
         "a section per trial"
     );
-    assert!(html.contains("3/4 tests passed"), "grader details shown");
-    assert!(html.contains("score distribution") && html.contains("dimension means"));
-    assert!(html.contains("<th>strict mean ± 95% CI</th><th>not graded</th>"));
+    assert_eq!(html.matches("<tr class=\"trial-row").count(), 6);
+    // the dashboard's views: run overview plots, leaderboard, comparison, trial pages
+    for id in [
+        "id=\"score-plot\"",
+        "id=\"phase-plot\"",
+        "id=\"board-overall\"",
+        "id=\"board-kinds\"",
+        "id=\"pairs\"",
+        "id=\"t1-trial-score\"",
+        "id=\"t1-timeline-plot\"",
+        "id=\"summary-table\"",
+    ] {
+        assert!(html.contains(id), "{id} is rendered");
+    }
+    // (autoescaped: `/` is written `&#x2f;`)
+    assert!(
+        html.contains("3&#x2f;4 tests passed"),
+        "grader details shown"
+    );
+    assert!(html.contains("Strict mean ± 95% CI") && html.contains("Not graded"));
     assert!(html.contains("strict mean: over every planned trial"));
+    // every id is unique (trial sections prefix theirs)
+    let mut ids: Vec<&str> = html
+        .split(" id=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "duplicate ids in the report");
+    // a grade is shown as the trial page shows it, never as a dump of keys
+    assert!(!html.contains("<dl>"), "no raw key/value dumps");
 }
 
 #[tokio::test]
@@ -251,4 +291,41 @@ async fn prbench_eval_report_has_the_four_dimensions() {
     assert_eq!(v["overall_score"], 1.0);
     assert_eq!(v["scores"]["data_accuracy"], 1.0);
     assert!(v["scores"]["methodology"].is_null());
+}
+
+/// `report` streams (bounded memory); what it writes is exactly what the in-memory render
+/// gives, in every format.
+#[tokio::test]
+async fn streamed_reports_equal_the_rendered_ones() {
+    let (dir, _) = fixture().await;
+    let store = Store::open(dir.path()).await.expect("store");
+    let data = ReportData::load(&store, "fixture-run").await.expect("load");
+    for format in [Format::Md, Format::Json, Format::Csv, Format::Html] {
+        let mut streamed = Vec::new();
+        green_agent::report::write_report(&store, "fixture-run", format, &mut streamed)
+            .await
+            .expect("write");
+        assert_eq!(
+            String::from_utf8(streamed).expect("utf-8"),
+            data.render(format),
+            "{format:?}"
+        );
+    }
+    // an empty run too
+    store
+        .create_run("empty-run", &serde_json::json!({}), &[])
+        .await
+        .expect("run");
+    let empty = ReportData::load(&store, "empty-run").await.expect("load");
+    for format in [Format::Md, Format::Json, Format::Csv, Format::Html] {
+        let mut streamed = Vec::new();
+        green_agent::report::write_report(&store, "empty-run", format, &mut streamed)
+            .await
+            .expect("write");
+        assert_eq!(
+            String::from_utf8(streamed).expect("utf-8"),
+            empty.render(format),
+            "{format:?}"
+        );
+    }
 }

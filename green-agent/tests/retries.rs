@@ -27,8 +27,11 @@ impl Backend for Refusing {
     fn name(&self) -> &'static str {
         "docker"
     }
-    async fn create(&self, _spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
-        self.creates.fetch_add(1, Ordering::SeqCst);
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
+        // agent sandboxes only (each attempt also creates its grading sandbox meanwhile)
+        if spec.owner.role == sandbox::Role::Agent {
+            self.creates.fetch_add(1, Ordering::SeqCst);
+        }
         Err(SandboxError::InvalidSpec(
             "the engine is refusing containers".into(),
         ))
@@ -54,6 +57,10 @@ impl Backend for Refusing {
     }
     async fn image_exists(&self, _image: &str) -> Result<bool, SandboxError> {
         Ok(true)
+    }
+    async fn adopt(&self, _run_id: &str) -> Result<sandbox::Adoption, SandboxError> {
+        // this engine never started a container, so nothing is left to adopt
+        Ok(sandbox::Adoption::default())
     }
 }
 
@@ -107,6 +114,9 @@ async fn refused_trial(
         judge: None,
         staged: BTreeMap::new(),
         observer: Arc::new(Quiet),
+        leftovers: Arc::default(),
+        teardown: Default::default(),
+        probes: Default::default(),
     };
     let planned = PlannedTrial {
         id: green_agent::identity::trial_id(&task.content_hash(), "nop", 0),

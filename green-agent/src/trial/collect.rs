@@ -1,6 +1,7 @@
 //! Phase 4, collect: a hosted agent's sandbox is stopped and its workspace copied out (the
 //! authoritative output, also after a kill), with its log; then the A2A artifacts of either
-//! side. Ends with the agent's sandbox removed: nothing held-out is touched before that.
+//! side. The pipeline removes the agent's sandbox right after (once the collected outputs are
+//! checkpointed): nothing held-out is touched before that.
 
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use super::drive::AgentRun;
 use super::env::{InfraError, RunEnv, TrialInput, io};
 use super::outputs::{UrlSource, collect_a2a_artifacts, collect_changed_files, put_artifact};
 use super::prepare::Prepared;
-use super::resources::Resources;
 use super::side::AgentSide;
 use crate::model::Outcome;
 use white_agent_adapter::contract::paths::WORKSPACE;
@@ -37,7 +37,6 @@ pub(crate) async fn collect(
     side: AgentSide,
     run: &mut AgentRun,
     prep: &Prepared,
-    res: &mut Resources,
 ) -> Result<Collected, InfraError> {
     let mut out = Collected::default();
     match side {
@@ -60,8 +59,8 @@ pub(crate) async fn collect(
                 a2a_files(env, input, source, task, over_cap.is_some(), prep, &mut out).await?;
             }
             out.flags.extend(over_cap);
-            // Invariant: the agent container is gone before any held-out file is touched.
-            res.release(env.backend.as_ref()).await;
+            // The pipeline removes the agent container once what was collected is stored,
+            // before grading touches any held-out file.
         }
     }
     Ok(out)

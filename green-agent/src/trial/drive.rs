@@ -4,7 +4,9 @@
 //! the agent ends, crashes, or hits the wall-clock or inactivity timeout (then `CancelTask`,
 //! and the artifacts so far are fetched). An agent asking for input gets one reply
 //! (`input_reply`); asked again, its task is canceled. A reply in a `Message` (no task) is
-//! collected like artifacts.
+//! collected like artifacts. A reattached agent's task is followed by id (`Start::task_id`),
+//! never sent again. The task id is recorded in the store's attempt as soon as the agent
+//! accepted the task, so a resumed run can follow it too.
 
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -23,8 +25,9 @@ use super::side::AgentSide;
 use crate::model::Outcome;
 use crate::url_files::FileServer;
 
-/// What driving the agent produced.
-#[derive(Debug, Default)]
+/// What driving the agent produced (stored in the attempt before collection, so a resumed
+/// run collects without driving again).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AgentRun {
     /// `None` until the agent's end is known.
     pub(crate) outcome: Option<Outcome>,
@@ -34,6 +37,17 @@ pub(crate) struct AgentRun {
     /// The agent's own words when it failed, rejected the task or asked for what it cannot
     /// get (its status message).
     pub(crate) error: Option<String>,
+}
+
+/// Where driving starts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Start {
+    /// `None`: send the task; `Some(id)`: follow the task the agent already has (reattached).
+    pub(crate) task_id: Option<String>,
+    /// The attempt in the store, which gets the A2A task id once the agent accepts the task.
+    pub(crate) attempt: Option<u32>,
+    /// Wall-clock time the agent already used (before a restart of the green agent).
+    pub(crate) used: Duration,
 }
 
 /// Consecutive unanswered polls after which an external agent counts as gone.
@@ -46,6 +60,14 @@ struct Watch {
     last_fp: String,
     last_change: Instant,
     unanswered: u32,
+    /// The task id last sent to be recorded in the store.
+    recorded: Option<String>,
+}
+
+/// What an exchange does first.
+enum Go {
+    Send(Box<SendMessageRequest>),
+    Follow(String),
 }
 
 /// How one exchange (send or follow) stopped.
@@ -56,14 +78,17 @@ enum Step {
     Inactive,
     Budget(String),
     Crashed(i64),
+    /// The sandbox's node left (drained, down, removed): an infrastructure failure, retried.
+    NodeLost(sandbox::SandboxError),
 }
 
 pub(crate) async fn drive(
     env: &RunEnv,
     input: &TrialInput,
     side: &AgentSide,
+    start: Start,
 ) -> Result<AgentRun, InfraError> {
-    let mut run = drive_to_end(env, input, side).await?;
+    let mut run = drive_to_end(env, input, side, start).await?;
     // An agent that ended on its own after its model calls were refused was stopped by the
     // budget, whatever state it reported.
     if !matches!(
@@ -90,6 +115,7 @@ async fn drive_to_end(
     env: &RunEnv,
     input: &TrialInput,
     side: &AgentSide,
+    start: Start,
 ) -> Result<AgentRun, InfraError> {
     let client = side.client();
     let view = input.task.agent_view();
@@ -99,12 +125,16 @@ async fn drive_to_end(
     );
     let inactivity = env.settings.inactivity_timeout.get();
     let base_interval = env.settings.poll_interval.get();
-    let started = Instant::now();
+    let started = Instant::now()
+        .checked_sub(start.used)
+        .unwrap_or_else(Instant::now);
     let opts = |budget: Duration| RunOptions {
         budget,
         streaming: true,
         poll_initial: base_interval,
-        poll_max: base_interval * 8,
+        // polling is the fallback (the stream, or the adapter's exit, tells the end first):
+        // a short cap on its backoff
+        poll_max: base_interval * 2,
         history_length: Some(0),
     };
     let watch = Arc::new(Mutex::new(Watch {
@@ -112,17 +142,27 @@ async fn drive_to_end(
         last_fp: String::new(),
         last_change: Instant::now(),
         unanswered: 0,
+        recorded: None,
     }));
     let mut run = AgentRun::default();
-    let first = SendMessageRequest::new(task_message(input, side.file_server())?);
+    let first = match start.task_id {
+        None => Go::Send(Box::new(SendMessageRequest::new(task_message(
+            input,
+            side.file_server(),
+        )?))),
+        Some(id) => Go::Follow(id),
+    };
     let dog = Dog {
         env,
         input,
         side,
         watch: &watch,
         inactivity,
+        attempt: start.attempt,
     };
-    let mut step = dog.watched(first, &opts(wall)).await;
+    let mut step = dog
+        .watched(first, &opts(wall.saturating_sub(started.elapsed())))
+        .await;
     let mut replied = false;
     loop {
         let last = lock(&watch).last_task.clone();
@@ -142,7 +182,7 @@ async fn drive_to_end(
                         .with_context_id(task.context_id.clone()),
                 );
                 let budget = wall.saturating_sub(started.elapsed());
-                step = dog.watched(reply, &opts(budget)).await;
+                step = dog.watched(Go::Send(Box::new(reply)), &opts(budget)).await;
                 continue;
             }
             Step::End(RunEnd::Task(task)) => {
@@ -171,6 +211,7 @@ async fn drive_to_end(
                     .push(format!("inactive for {}s", inactivity.as_secs()));
                 run.final_task = stop(client, last).await;
             }
+            Step::NodeLost(e) => return Err(e.into()),
             Step::Crashed(code) => {
                 run.outcome = Some(Outcome::Crashed);
                 run.exit_code = Some(code);
@@ -228,20 +269,27 @@ struct Dog<'a> {
     side: &'a AgentSide,
     watch: &'a Arc<Mutex<Watch>>,
     inactivity: Duration,
+    attempt: Option<u32>,
 }
 
 impl Dog<'_> {
-    /// Sends `req` and follows its task ([`exchange::run`]) while the watchdog checks the
-    /// inactivity clock (every task update that changes its fingerprint resets it), the
-    /// model budgets and, for a hosted agent, whether the adapter exited.
-    async fn watched(&self, req: SendMessageRequest, opts: &RunOptions) -> Step {
+    /// Sends `req` and follows its task ([`exchange::run`]), or follows a task the agent
+    /// has ([`exchange::follow`]), while the watchdog checks the inactivity clock (every task
+    /// update that changes its fingerprint resets it), the model budgets and, for a hosted
+    /// agent, whether the adapter exited. The task's id goes to the store as soon as seen.
+    async fn watched(&self, go: Go, opts: &RunOptions) -> Step {
         let watch = self.watch;
         lock(watch).last_change = Instant::now();
         let hosted = self.side.sandbox().is_some();
+        let (ids, mut to_record) = tokio::sync::mpsc::unbounded_channel::<String>();
         let mut observer = |seen: Observed<'_>| -> ControlFlow<()> {
             let mut w = lock(watch);
             match seen {
                 Observed::Task(t) => {
+                    if !t.id.is_empty() && w.recorded.as_deref() != Some(t.id.as_str()) {
+                        w.recorded = Some(t.id.clone());
+                        let _ = ids.send(t.id.clone());
+                    }
                     w.unanswered = 0;
                     let fp = fingerprint(t);
                     if fp != w.last_fp {
@@ -260,7 +308,20 @@ impl Dog<'_> {
             }
             ControlFlow::Continue(())
         };
-        let running = exchange::run(self.side.client(), req, opts, &mut observer);
+        let client = self.side.client();
+        let running = async {
+            match go {
+                Go::Send(req) => exchange::run(client, *req, opts, &mut observer).await,
+                Go::Follow(id) => exchange::follow(client, &id, opts, &mut observer).await,
+            }
+        };
+        tokio::pin!(running);
+        let record = async {
+            while let Some(id) = to_record.recv().await {
+                self.record_task(&id).await;
+            }
+            std::future::pending::<Step>().await
+        };
         let dog = async {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -270,19 +331,59 @@ impl Dog<'_> {
                 if let Some(reason) = budget_stop(self.env, self.input) {
                     return Step::Budget(reason);
                 }
-                if let Some(sb) = self.side.sandbox()
-                    && let Ok(Some(code)) = sb.main_exit().await
-                {
-                    return Step::Crashed(code);
+            }
+        };
+        // A hosted adapter's exit is reported by the backend as it happens (Docker's wait
+        // API), not found by polling.
+        let exited = async {
+            let Some(sb) = self.side.sandbox() else {
+                return std::future::pending().await;
+            };
+            loop {
+                match sb.wait_exit().await {
+                    Ok(code) => return Ok(code),
+                    Err(e @ sandbox::SandboxError::NodeLost { .. }) => return Err(e),
+                    Err(e) => {
+                        warn!(error = %e, "watching the adapter's exit failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
                 }
             }
         };
-        tokio::select! {
-            r = running => match r {
-                Ok((end, _stats)) => Step::End(end),
-                Err(e) => Step::Failed(e),
-            },
+        let ended = |r: Result<_, ClientError>| match r {
+            Ok((end, _stats)) => Step::End(end),
+            Err(e) => Step::Failed(e),
+        };
+        let step = tokio::select! {
+            biased;
+            r = &mut running => ended(r),
             s = dog => s,
+            s = record => s,
+            exit = exited => match exit {
+                // What the adapter sent just before it exited still counts.
+                Ok(code) => match tokio::time::timeout(Duration::from_millis(250), &mut running).await {
+                    Ok(Ok((end, _stats))) => Step::End(end),
+                    _ => Step::Crashed(code),
+                },
+                Err(lost) => Step::NodeLost(lost),
+            }
+        };
+        while let Ok(id) = to_record.try_recv() {
+            self.record_task(&id).await;
+        }
+        step
+    }
+
+    /// Records the attempt's A2A task id (the agent accepted the task).
+    async fn record_task(&self, id: &str) {
+        let Some(attempt) = self.attempt else { return };
+        let env = self.env;
+        if let Err(e) = env
+            .store
+            .attempt_task(&env.run_id, &self.input.planned.id, attempt, id)
+            .await
+        {
+            warn!(error = %e, "could not record the agent's task id (a resume finds it by ListTasks)");
         }
     }
 }

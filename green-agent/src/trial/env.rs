@@ -14,6 +14,8 @@ use crate::model::{PlannedTrial, TrialResult};
 use crate::proxy::Proxy;
 use crate::store::Store;
 
+pub use super::resources::Teardown;
+
 /// What every trial of a run shares.
 #[derive(Debug, Clone)]
 pub struct RunEnv {
@@ -28,12 +30,22 @@ pub struct RunEnv {
     /// Staged agent CLIs (driver name → mount).
     pub staged: BTreeMap<DriverKind, ReadOnlyMount>,
     pub observer: Arc<dyn Observer>,
+    /// What a dead owner of the run left (a resumed run): agents to reattach to, collected
+    /// outputs to grade. Empty for a new run.
+    pub leftovers: Arc<super::Leftovers>,
+    /// Removals of finished attempts' containers and networks, running in the background; the
+    /// run waits for them ([`Teardown::wait`]) before it ends.
+    pub teardown: Teardown,
+    /// Answers of the graders' trusted probes per grading image (asked once per image).
+    pub probes: rubrics::ImageProbes,
 }
 
 /// Receives phase changes (the live terminal view).
 pub trait Observer: Send + Sync + std::fmt::Debug {
     fn phase(&self, trial: &PlannedTrial, phase: &str);
     fn finished(&self, trial: &PlannedTrial, result: &TrialResult);
+    /// A line about the run as a whole (how many trials run at once, and why).
+    fn note(&self, _text: &str) {}
 }
 
 /// One trial to run.
@@ -71,6 +83,10 @@ pub enum InfraError {
     /// `agent_incompatible`).
     #[error("configuration: {0}")]
     Config(String),
+    /// The agent a dead green agent left cannot be reattached to (its container is gone, it
+    /// no longer knows the task, ...): the trial starts over, flagged (not an infra retry).
+    #[error("the agent left by the previous run process is gone: {0}")]
+    AgentGone(String),
 }
 
 impl InfraError {

@@ -1,37 +1,36 @@
 //! Phase 5, grade: a fresh container from the pristine image holding the task's workspace plus
 //! the agent's output files at `/workspace` and the held-out files at `/grader/hidden`, then
-//! `rubrics::grade`. Runs only after the agent's sandbox is removed.
+//! `rubrics::grade`.
+//!
+//! The container is created empty while the agent runs ([`create`]: no network, nothing of the
+//! agent's, nothing held-out); everything it needs goes in as ONE upload ([`grade`]: workspace,
+//! outputs, held-out files, scratch and our harness) only once no process of the agent's runs
+//! (its sandbox stopped, or removed).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use sandbox::{NetworkPolicy, Owner, Role, SandboxSpec};
+use sandbox::{CopyIn, NetworkPolicy, Owner, Role, Sandbox, SandboxSpec};
 
 use super::env::{InfraError, RunEnv, TrialInput, io};
-use super::resources::Resources;
 use white_agent_adapter::contract::paths::{GRADER_HIDDEN, GRADER_WORK, WORKSPACE};
 
-/// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task; the grading
-/// sandbox is removed before this returns.
-pub(crate) async fn grade(
-    env: &RunEnv,
-    input: &TrialInput,
-    outputs_dir: &Path,
-    res: &mut Resources,
-) -> Result<rubrics::GradeReport, InfraError> {
-    let report = grade_in_sandbox(env, input, outputs_dir, res).await;
-    res.release(env.backend.as_ref()).await;
-    report
+/// The grading sandbox's limits for `task` (also what admission to a cluster counts).
+pub fn grader_limits(task: &tasks::Task) -> sandbox::Limits {
+    let view = task.agent_view();
+    sandbox::Limits {
+        cpus: view.environment.cpus.max(0.5),
+        memory_bytes: view.environment.memory_mb.max(512) * 1024 * 1024,
+        pids: 1024,
+    }
 }
 
-async fn grade_in_sandbox(
+/// Creates the trial's grading sandbox, empty and idle (started while the agent runs).
+pub(crate) async fn create(
     env: &RunEnv,
     input: &TrialInput,
-    outputs_dir: &Path,
-    res: &mut Resources,
-) -> Result<rubrics::GradeReport, InfraError> {
-    let view = input.task.agent_view();
+) -> Result<Box<dyn Sandbox>, InfraError> {
     let spec = SandboxSpec {
         image: input.image.clone(),
         owner: Owner {
@@ -45,26 +44,37 @@ async fn grade_in_sandbox(
         // that root without capabilities (no-new-privileges), unable to write the scratch dir.
         // The container has no network and is removed after grading.
         user: Some("root".into()),
-        limits: sandbox::Limits {
-            cpus: view.environment.cpus.max(0.5),
-            memory_bytes: view.environment.memory_mb.max(512) * 1024 * 1024,
-            pids: 1024,
-        },
+        limits: grader_limits(&input.task),
         mounts: vec![],
         network: NetworkPolicy::None,
         command: None,
     };
-    let sb = res.keep(env.backend.create(spec).await?);
-    sb.copy_in(view.workspace.dir(), WORKSPACE).await?;
-    sb.copy_in(outputs_dir, WORKSPACE).await?;
-    // Held-out files enter only here: a fresh grading container, never an agent's.
-    let held_out = input.task.held_out();
-    if let Some(dir) = held_out.dir() {
-        sb.copy_in(dir, GRADER_HIDDEN).await?;
-    }
-    // Scratch for graders (reports, JUnit XML), owned by the grading user.
+    Ok(env.backend.create(spec).await?)
+}
+
+/// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
+/// [`create`]). Called only once the agent's sandbox is stopped or removed.
+pub(crate) async fn grade(
+    env: &RunEnv,
+    input: &TrialInput,
+    sb: &dyn Sandbox,
+    outputs_dir: &Path,
+) -> Result<rubrics::GradeReport, InfraError> {
+    let view = input.task.agent_view();
+    // Scratch for graders (reports, JUnit XML) and our harness in it, root-owned.
     let scratch = tempfile::tempdir().map_err(io("creating a scratch folder"))?;
-    sb.copy_in(scratch.path(), GRADER_WORK).await?;
+    let harness = rubrics::grade::Harness::write().map_err(io("writing the grading harness"))?;
+    let mut items = vec![
+        CopyIn::new(view.workspace.dir(), WORKSPACE),
+        CopyIn::new(outputs_dir, WORKSPACE),
+    ];
+    // Held-out files enter only here: a fresh grading container, never an agent's.
+    if let Some(dir) = input.task.held_out().dir() {
+        items.push(CopyIn::new(dir, GRADER_HIDDEN));
+    }
+    items.push(CopyIn::new(scratch.path(), GRADER_WORK));
+    items.push(harness.copy_in(GRADER_WORK));
+    sb.copy_in_many(&items).await?;
     let task_limit = Duration::from_secs(
         input
             .task
@@ -74,7 +84,15 @@ async fn grade_in_sandbox(
             .max(1),
     );
     let timeout = env.settings.grade_timeout.get().min(task_limit);
-    let mut ctx = rubrics::GradingContext::new(sb.as_ref(), timeout);
+    let mut ctx = rubrics::GradingContext::new(sb, timeout);
     ctx.judge = env.judge.as_deref();
-    Ok(rubrics::grade(input.task.grading(), &ctx).await)
+    ctx.harness_staged = true;
+    ctx.probes = env.probes.for_image(&input.image);
+    let report = rubrics::grade(input.task.grading(), &ctx).await;
+    // Graders turn a failing sandbox into statuses; a grading sandbox whose node left (Swarm)
+    // voids the grade instead: an infrastructure failure, retried on the stored outputs.
+    if let Err(e @ sandbox::SandboxError::NodeLost { .. }) = sb.main_exit().await {
+        return Err(e.into());
+    }
+    Ok(report)
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_protocol::{A2aClient, ClientConfig};
-use sandbox::{NetworkPolicy, Owner, ReadOnlyMount, Role, Sandbox, SandboxSpec};
+use sandbox::{CopyIn, NetworkPolicy, Owner, ReadOnlyMount, Role, Sandbox, SandboxSpec};
 
 use super::env::{InfraError, RunEnv, TrialInput, io};
 use super::phases::PhaseLog;
@@ -58,6 +58,17 @@ pub(crate) async fn launch(
     Ok(AgentSide::Hosted(Hosted { sandbox, client }))
 }
 
+/// The agent sandbox's limits for `task` under `settings` (also what admission to a cluster
+/// counts).
+pub fn agent_limits(settings: &crate::config::Settings, task: &tasks::Task) -> sandbox::Limits {
+    let view = task.agent_view();
+    sandbox::Limits {
+        cpus: settings.cpus.min(view.environment.cpus.max(0.1)),
+        memory_bytes: view.environment.memory_mb.min(settings.memory_mb) * 1024 * 1024,
+        pids: 512,
+    }
+}
+
 /// The agent's network (reaching the model proxy's port alone, if it uses a model) and sandbox.
 async fn create_sandbox(
     env: &RunEnv,
@@ -106,22 +117,18 @@ async fn create_sandbox(
         ),
         workdir: paths::WORKSPACE.into(),
         user: None,
-        limits: sandbox::Limits {
-            cpus: env.settings.cpus.min(view.environment.cpus.max(0.1)),
-            memory_bytes: view.environment.memory_mb.min(env.settings.memory_mb) * 1024 * 1024,
-            pids: 512,
-        },
+        limits: agent_limits(&env.settings, &input.task),
         mounts,
         network: NetworkPolicy::Internal(network),
         command: launch::adapter_args(&input.agent).map(|a| a.command()),
     };
-    let sb = res.keep(env.backend.create(spec).await?);
-    sb.copy_in(view.workspace.dir(), paths::WORKSPACE).await?;
-    Ok(sb)
+    // The workspace travels with the creation: one upload before the adapter starts.
+    let workspace = [CopyIn::new(view.workspace.dir(), paths::WORKSPACE)];
+    Ok(res.keep(env.backend.create_with(spec, &workspace).await?))
 }
 
 /// The headers for an external agent, their values read from the environment now.
-fn agent_headers(spec: Option<&str>) -> Result<a2a_protocol::AgentHeaders, InfraError> {
+pub(super) fn agent_headers(spec: Option<&str>) -> Result<a2a_protocol::AgentHeaders, InfraError> {
     let mut headers = a2a_protocol::AgentHeaders::new();
     let specs =
         crate::config::parse_agent_headers(spec.unwrap_or("")).map_err(InfraError::Config)?;
@@ -137,7 +144,7 @@ fn agent_headers(spec: Option<&str>) -> Result<a2a_protocol::AgentHeaders, Infra
 }
 
 /// The A2A client settings for an agent once it is up.
-fn client_config() -> ClientConfig {
+pub(super) fn client_config() -> ClientConfig {
     ClientConfig {
         timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(3),
@@ -147,7 +154,11 @@ fn client_config() -> ClientConfig {
 }
 
 /// Polls for the agent card until the ready timeout; fails early when the adapter exits.
-async fn wait_ready(env: &RunEnv, sb: &dyn Sandbox, base: &str) -> Result<A2aClient, InfraError> {
+pub(super) async fn wait_ready(
+    env: &RunEnv,
+    sb: &dyn Sandbox,
+    base: &str,
+) -> Result<A2aClient, InfraError> {
     let deadline = Instant::now() + env.settings.ready_timeout.get();
     let quick = ClientConfig {
         timeout: Duration::from_secs(3),
@@ -172,7 +183,12 @@ async fn wait_ready(env: &RunEnv, sb: &dyn Sandbox, base: &str) -> Result<A2aCli
                 .with_card(card));
             }
             Err(e) => {
-                if let Ok(Some(code)) = sb.main_exit().await {
+                let exit = sb.main_exit().await;
+                // Its node left (Swarm): say so, not "not ready".
+                if let Err(lost @ sandbox::SandboxError::NodeLost { .. }) = exit {
+                    return Err(lost.into());
+                }
+                if let Ok(Some(code)) = exit {
                     let log = sb.logs(4096).await.unwrap_or_default();
                     return Err(InfraError::NotReady {
                         secs: env.settings.ready_timeout.get().as_secs(),

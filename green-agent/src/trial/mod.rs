@@ -8,6 +8,7 @@
 //! | collect | `collect` (+ `outputs`) | copy the workspace out, A2A artifacts → store; agent sandbox removed |
 //! | grade | `grade` | fresh grading sandbox with held-out files → `rubrics::grade` |
 //! | record | `record` | the [`TrialResult`](crate::model::TrialResult) from its parts; store write |
+//! | reattach | `reattach` | (a resumed run) instead of prepare + launch: take over the agent, or the collected outputs, a dead green agent left |
 //!
 //! `pipeline` runs them in order and retries infrastructure failures; `env` holds what they
 //! share, `resources` what an attempt must remove, `phases` the phase clock.
@@ -22,11 +23,15 @@ mod outputs;
 mod phases;
 mod pipeline;
 mod prepare;
+mod reattach;
 mod record;
 mod resources;
 mod side;
 
-pub use env::{InfraError, Observer, RunEnv, TrialInput};
+pub use env::{InfraError, Observer, RunEnv, Teardown, TrialInput};
+pub use grade::grader_limits;
+pub use launch::agent_limits;
 pub use pipeline::run_trial;
+pub use reattach::{Gathered, Leftovers};
 pub use record::record;
 pub use side::{AgentSide, External, Hosted};

@@ -37,6 +37,11 @@ impl<'a> PhaseLog<'a> {
         out
     }
 
+    /// The durations so far.
+    pub(crate) fn times(&self) -> BTreeMap<String, u64> {
+        self.times.clone()
+    }
+
     pub(crate) fn into_times(self) -> BTreeMap<String, u64> {
         self.times
     }

@@ -1,29 +1,73 @@
-//! A trial as a sequence of named phases: prepare → launch → drive → collect → grade → record.
-//! An attempt's sandboxes and networks are removed on every path out; infrastructure failures
-//! are retried (bounded, with backoff), anything else is an outcome.
+//! A trial as a sequence of named phases: prepare → launch → drive → collect → grade → record,
+//! or, for what a dead green agent left, reattach → drive → collect → grade → record (reattach
+//! → collect → … for an agent that had ended; reattach → grade → record for outputs it had
+//! collected). How the agent ended is stored before collection, what was collected before the
+//! agent's container is removed and grading starts, so a restart repeats no agent work. An attempt's sandboxes and
+//! networks are removed on every path out; infrastructure failures are retried (bounded, with
+//! backoff), anything else is an outcome. Every attempt is recorded in the store's `attempts`.
 
 use std::time::Duration;
 
 use tracing::{Instrument, info, info_span, warn};
 
+use super::drive::Start;
 use super::env::{InfraError, RunEnv, TrialInput};
 use super::phases::PhaseLog;
+use super::prepare::Prepared;
+use super::reattach::{self, Left, Resumed};
 use super::record::Parts;
 use super::resources::Resources;
 use super::{collect, drive, grade, launch, prepare, record};
 use crate::model::TrialResult;
+use crate::store::AttemptKind;
+
+/// What follows once the agent is under control.
+enum Next {
+    /// Drive it from here.
+    Drive(Start),
+    /// It had ended (before a restart): collect.
+    Collect(Box<super::drive::AgentRun>),
+}
+
+/// How an attempt begins.
+enum How {
+    Fresh,
+    Reattach(Box<Left>),
+}
 
 /// Runs a trial to its outcome, retrying infrastructure failures; never fails.
 pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
     let span = info_span!("trial", trial_id = %crate::identity::short(&input.planned.id), task = %input.planned.task_id, agent = %input.planned.agent);
     async {
+        let mut left = env.leftovers.take(&input.planned.id);
+        // What the trial's flags must say about its history (reattached, started over).
+        let mut notes: Vec<String> = Vec::new();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            match attempt_once(env, input).await {
+            let how = left.take().map_or(How::Fresh, |l| How::Reattach(Box::new(l)));
+            match attempt_once(env, input, how, &mut notes).await {
                 Ok(mut r) => {
                     r.attempts = attempt;
+                    notes.append(&mut r.flags);
+                    r.flags = notes;
                     return r;
+                }
+                Err(InfraError::AgentGone(why)) => {
+                    // Not an infrastructure failure: the trial starts over at once, flagged.
+                    attempt -= 1;
+                    let _ = env
+                        .store
+                        .event(
+                            &env.run_id,
+                            Some(&input.planned.id),
+                            "agent_gone",
+                            &serde_json::json!({ "error": why }),
+                        )
+                        .await;
+                    notes.push(format!(
+                        "started over after a restart of the green agent: the agent it left is gone ({why})"
+                    ));
                 }
                 Err(e) if e.is_incompatible() => {
                     warn!(attempt, error = %e, "the agent is incompatible; not retried");
@@ -37,7 +81,10 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
                         )
                         .await;
                     let isolated = env.backend.name() == "docker";
-                    return record::incompatible(e.to_string(), attempt, isolated);
+                    let mut r = record::incompatible(e.to_string(), attempt, isolated);
+                    notes.append(&mut r.flags);
+                    r.flags = notes;
+                    return r;
                 }
                 Err(e) => {
                     warn!(attempt, error = %e, "infrastructure failure");
@@ -52,8 +99,14 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
                         .await;
                     if attempt > env.settings.infra_retries {
                         let isolated = env.backend.name() == "docker";
-                        return record::infra_failure(e.to_string(), attempt, isolated);
+                        let mut r = record::infra_failure(e.to_string(), attempt, isolated);
+                        notes.append(&mut r.flags);
+                        r.flags = notes;
+                        return r;
                     }
+                    // Outputs collected before the failure are graded again, the agent is
+                    // not run again.
+                    left = Left::collected_by_last_attempt(env, input).await;
                     tokio::time::sleep(Duration::from_millis(500 * 2u64.pow(attempt.min(6)))).await;
                 }
             }
@@ -63,14 +116,41 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
     .await
 }
 
-/// One attempt; whatever it created is removed before it returns.
-async fn attempt_once(env: &RunEnv, input: &TrialInput) -> Result<TrialResult, InfraError> {
+/// One attempt; its row in the store's `attempts` is closed. What it created is removed:
+/// before it returns when it failed (so that a retry starts clean), in the background
+/// ([`RunEnv::teardown`]) when it produced a result.
+async fn attempt_once(
+    env: &RunEnv,
+    input: &TrialInput,
+    how: How,
+    notes: &mut Vec<String>,
+) -> Result<TrialResult, InfraError> {
     let mut res = Resources::default();
-    let out = phases(env, input, &mut res).await;
-    res.release(env.backend.as_ref()).await;
+    let mut number = None;
+    let out = phases(env, input, how, &mut res, &mut number, notes).await;
+    if out.is_ok() {
+        res.release_later(env.backend.clone(), &env.teardown);
+    } else {
+        res.release(env.backend.as_ref()).await;
+    }
     if let Some(p) = &env.proxy {
         // the attempt's token dies with it; a retry registers afresh
         p.unregister(&input.planned.id);
+    }
+    if let Some(n) = number {
+        let (ended, detail) = match &out {
+            Ok(_) => ("finished", None),
+            Err(InfraError::AgentGone(why)) => ("agent_gone", Some(why.clone())),
+            Err(e) if e.is_incompatible() => ("incompatible", Some(e.to_string())),
+            Err(e) => ("infra_error", Some(e.to_string())),
+        };
+        if let Err(e) = env
+            .store
+            .end_attempt(&env.run_id, &input.planned.id, n, ended, detail.as_deref())
+            .await
+        {
+            warn!(error = %e, "could not close the attempt in the store");
+        }
     }
     out
 }
@@ -78,33 +158,125 @@ async fn attempt_once(env: &RunEnv, input: &TrialInput) -> Result<TrialResult, I
 async fn phases(
     env: &RunEnv,
     input: &TrialInput,
+    how: How,
     res: &mut Resources,
+    number: &mut Option<u32>,
+    notes: &mut Vec<String>,
 ) -> Result<TrialResult, InfraError> {
     let mut log = PhaseLog::new(env, &input.planned);
-    let prep = prepare::prepare(env, input)?;
-    let side = launch::launch(env, input, &prep, res, &mut log).await?;
+    // The grading sandbox is created (empty, no network) while the agent is launched and runs.
+    let agent = agent_phases(env, input, how, res, &mut log, number, notes);
+    let (agent, grader) = tokio::join!(agent, grade::create(env, input));
+    let grader = grader.map(|sb| res.keep(sb));
+    let (prep, parts) = agent?;
+    let grader = grader?;
+    grade_and_record(env, input, &prep, parts, grader.as_ref(), log).await
+}
+
+/// Everything up to the agent's outputs, staged and stored: launch (or reattach) → drive →
+/// collect → checkpoint, then the agent container is confirmed stopped (or removed at once).
+async fn agent_phases(
+    env: &RunEnv,
+    input: &TrialInput,
+    how: How,
+    res: &mut Resources,
+    log: &mut PhaseLog<'_>,
+    number: &mut Option<u32>,
+    notes: &mut Vec<String>,
+) -> Result<(Prepared, Parts), InfraError> {
+    let (prep, side, next) = match how {
+        How::Fresh => {
+            let prep = prepare::prepare(env, input, None)?;
+            let side = launch::launch(env, input, &prep, res, log).await?;
+            let place = reattach::place_of(env, &prep, &side);
+            let n = reattach::begin(env, input, AttemptKind::Fresh, &place).await?;
+            *number = Some(n);
+            let start = Start {
+                task_id: None,
+                attempt: Some(n),
+                used: Duration::ZERO,
+            };
+            (prep, side, Next::Drive(start))
+        }
+        How::Reattach(left) => match reattach::reattach(env, input, *left, res, log, number).await?
+        {
+            Resumed::Agent {
+                prep,
+                side,
+                start,
+                note,
+            } => {
+                notes.push(note);
+                (prep, side, Next::Drive(start))
+            }
+            Resumed::Driven {
+                prep,
+                side,
+                run,
+                note,
+            } => {
+                notes.push(note);
+                (prep, side, Next::Collect(Box::new(run)))
+            }
+            Resumed::Collected { prep, parts, note } => {
+                notes.push(note);
+                return Ok((prep, *parts));
+            }
+        },
+    };
     let isolated = side.is_isolated(env.backend.as_ref());
-    let mut run = log.run("agent", drive::drive(env, input, &side)).await?;
+    let mut run = match next {
+        Next::Collect(run) => *run,
+        Next::Drive(start) => {
+            let run = log
+                .run("agent", drive::drive(env, input, &side, start))
+                .await?;
+            reattach::driven(env, input, *number, &run).await;
+            run
+        }
+    };
     let collected = log
         .run(
             "collect",
-            collect::collect(env, input, side, &mut run, &prep, res),
+            collect::collect(env, input, side, &mut run, &prep),
         )
         .await?;
     let (usage, self_reported_usage) =
         record::usage(env, &input.planned, &prep, collected.usage.usage.clone());
-    let report = log
-        .run("grade", grade::grade(env, input, &prep.outputs_dir, res))
-        .await?;
-    let outcome = run.outcome.unwrap_or(crate::model::Outcome::Completed);
-    info!(outcome = outcome.as_str(), score = ?report.score, "trial finished");
     let parts = Parts {
         run,
         collected,
         usage,
         self_reported_usage,
         isolated,
-        phases: log.into_times(),
+        phases: log.times(),
     };
+    reattach::checkpoint(env, input, *number, &parts, &prep.outputs_dir).await;
+    // Invariant: no process of the agent runs before any held-out file is touched: its
+    // container is stopped (collection stopped it) or else removed now. A stopped one is
+    // removed with the attempt's other leftovers (its network too), after the record.
+    res.release_running_sandboxes().await;
+    Ok((prep, parts))
+}
+
+/// Grades the staged outputs in the (fresh) grading sandbox and assembles the result (phase
+/// times: those of `parts`, then this attempt's).
+async fn grade_and_record(
+    env: &RunEnv,
+    input: &TrialInput,
+    prep: &Prepared,
+    mut parts: Parts,
+    grader: &dyn sandbox::Sandbox,
+    mut log: PhaseLog<'_>,
+) -> Result<TrialResult, InfraError> {
+    let report = log
+        .run("grade", grade::grade(env, input, grader, &prep.outputs_dir))
+        .await?;
+    let outcome = parts
+        .run
+        .outcome
+        .unwrap_or(crate::model::Outcome::Completed);
+    info!(outcome = outcome.as_str(), score = ?report.score, "trial finished");
+    parts.phases.extend(log.into_times());
     Ok(record::assemble(parts, &report))
 }

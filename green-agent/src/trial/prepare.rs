@@ -16,13 +16,18 @@ pub(crate) struct Prepared {
     pub(crate) proxy_token: Option<String>,
 }
 
-pub(crate) fn prepare(env: &RunEnv, input: &TrialInput) -> Result<Prepared, InfraError> {
+/// `reuse_token`: the proxy token a reattached agent already holds (registered again as is).
+pub(crate) fn prepare(
+    env: &RunEnv,
+    input: &TrialInput,
+    reuse_token: Option<&str>,
+) -> Result<Prepared, InfraError> {
     let work = tempfile::tempdir().map_err(io("creating a scratch folder"))?;
     let outputs_dir = work.path().join("outputs");
     std::fs::create_dir_all(&outputs_dir).map_err(io("creating the outputs folder"))?;
     let proxy_token = match (&env.proxy, input.agent.uses_model()) {
         (Some(p), true) => Some(
-            p.register(&input.planned.id, env.settings.trial_budget())
+            p.register(&input.planned.id, env.settings.trial_budget(), reuse_token)
                 .map_err(InfraError::Proxy)?,
         ),
         _ => None,

@@ -109,14 +109,16 @@ pub(crate) fn infra_failure(error: String, attempts: u32, isolated: bool) -> Tri
     }
 }
 
-/// Announces the finished trial and writes it to the store (one transaction).
+/// Writes the finished trial to the store (one transaction), then announces it: what a
+/// watcher (the terminal, a `serve` client) is told is already safe from a crash.
 pub async fn record(
     env: &RunEnv,
     planned: &PlannedTrial,
     result: &TrialResult,
 ) -> Result<(), StoreError> {
-    env.observer.finished(planned, result);
     env.store
         .finish_trial(&env.run_id, &planned.id, result)
-        .await
+        .await?;
+    env.observer.finished(planned, result);
+    Ok(())
 }

@@ -62,7 +62,7 @@ impl AgentSide {
     pub fn is_isolated(&self, backend: &dyn sandbox::Backend) -> bool {
         match self {
             AgentSide::Hosted(h) => h.sandbox.is_isolated(),
-            AgentSide::External(_) => backend.name() == "docker",
+            AgentSide::External(_) => matches!(backend.name(), "docker" | "swarm"),
         }
     }
 }

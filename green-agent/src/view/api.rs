@@ -147,10 +147,32 @@ pub struct Leaderboard {
     pub by_kind: Vec<LeaderRow>,
 }
 
-/// Builds a leaderboard from a run's trials.
-pub async fn leaderboard(results: &Results, run: &str) -> Result<Leaderboard, ViewError> {
-    let rows = results.trial_rows(run).await?;
-    Ok(leaderboard_of(run, &rows))
+impl Leaderboard {
+    /// The overall means with their 95% intervals, as a chart.
+    pub fn ci_plot(&self) -> Option<super::plots::BandChart> {
+        let rows: Vec<_> = self
+            .overall
+            .iter()
+            .map(|row| (row.agent.clone(), row.mean, row.ci95))
+            .collect();
+        super::plots::means_with_ci(&rows)
+    }
+
+    /// Every dimension some row has a mean for (the table's columns).
+    pub fn dimensions(&self) -> std::collections::BTreeSet<String> {
+        self.by_kind
+            .iter()
+            .flat_map(|row| row.dimensions.keys().cloned())
+            .collect()
+    }
+}
+
+/// Builds a leaderboard from a run's trials (once per state of the run: kept until its next
+/// event).
+pub async fn leaderboard(results: &Results, run: &str) -> Result<Arc<Leaderboard>, ViewError> {
+    results
+        .derived(run, "leaderboard", |rows| Ok(leaderboard_of(run, rows)))
+        .await
 }
 
 /// A leaderboard over any set of trials (one run, or several runs together).
@@ -159,15 +181,7 @@ pub fn leaderboard_of(label: &str, rows: &[crate::store::TrialRow]) -> Leaderboa
         .into_iter()
         .map(LeaderRow::from)
         .collect();
-    let all: Vec<_> = rows
-        .iter()
-        .cloned()
-        .map(|mut r| {
-            r.planned.task_kind = "*".into();
-            r
-        })
-        .collect();
-    let mut overall: Vec<LeaderRow> = crate::summary::summarize(&all)
+    let mut overall: Vec<LeaderRow> = crate::summary::summarize_agents(rows, "*")
         .into_iter()
         .map(LeaderRow::from)
         .collect();
@@ -236,7 +250,7 @@ pub async fn get_cross_compare(
 pub async fn agent_order(results: &Results, runs: &[String]) -> Result<Vec<String>, ViewError> {
     let mut order: Vec<String> = Vec::new();
     for id in runs {
-        for a in results.run(id).await?.agents {
+        for a in results.plan_agents(id).await? {
             if !order.contains(&a) {
                 order.push(a);
             }
@@ -455,7 +469,7 @@ pub async fn get_leaderboard(
     State(r): St,
     Path(run): Path<String>,
 ) -> Result<Json<Leaderboard>, ViewError> {
-    Ok(Json(leaderboard(&r, &run).await?))
+    Ok(Json(Leaderboard::clone(&*leaderboard(&r, &run).await?)))
 }
 
 /// Which agents to compare.
@@ -472,10 +486,13 @@ pub async fn comparison(
     run: &str,
     agents: Option<&str>,
 ) -> Result<(Vec<String>, Vec<super::compare::PairComparison>), ViewError> {
-    let rows = results.trial_rows(run).await?;
     // the run's agents in the order the run named them, then any other agent with trials
-    let order = results.run(run).await?.agents;
-    compare_rows(&rows, &order, agents)
+    let order = results.plan_agents(run).await?;
+    let key = format!("compare?agents={}", agents.unwrap_or(""));
+    let made = results
+        .derived(run, &key, |rows| compare_rows(rows, &order, agents))
+        .await?;
+    Ok((*made).clone())
 }
 
 /// Paired comparison of agents on the run's tasks: per-task differences with a bootstrap CI,

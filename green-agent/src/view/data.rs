@@ -1,17 +1,20 @@
 //! The viewer's read-only data layer: every run folder under a results directory, read in place
-//! (each run's `store.sqlite` opened read-only, its content-addressed blobs beside it). Nothing
-//! here writes; every query is bounded (pages, event batches, a cap on trials per leaderboard).
+//! (each run's `store.sqlite` opened read-only, its content-addressed blobs beside it), and, given
+//! a database URL, every run of that shared PostgreSQL database (blobs still in the run folders).
+//! Nothing here writes; every query is bounded (pages, event batches, a cap on trials per
+//! leaderboard).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
+use sqlx::AnyPool;
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::any::AnyRow;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::database::DatabaseUrl;
 use crate::model::Outcome;
 use crate::store::{DB_FILE, TrialRow};
 
@@ -34,9 +37,10 @@ pub enum ViewError {
     ArtifactNotFound { trial: String, name: String },
     #[error("bad request: {0}")]
     BadRequest(String),
-    #[error("results store {path}: {source}")]
+    #[error("results store {at}: {source}")]
     Db {
-        path: PathBuf,
+        /// The SQLite file, or the database URL without its password.
+        at: String,
         #[source]
         source: sqlx::Error,
     },
@@ -185,23 +189,88 @@ pub struct EventQuery {
 /// A run's trials as read when its last event had this sequence number.
 type Versioned = (i64, Arc<Vec<TrialRow>>);
 
-/// Every run under a results directory (or the runs named), read in place.
+/// (run id, view key) → (the run's last event, what the view computed from its trials then).
+type Derived = BTreeMap<(String, String), (i64, Arc<dyn std::any::Any + Send + Sync>)>;
+
+/// Most views' results kept (keys come from query strings: the cache is bounded).
+const MAX_DERIVED: usize = 256;
+
+/// Where a visible run's rows are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// Its own SQLite file in this run folder.
+    Folder(PathBuf),
+    /// The shared PostgreSQL database (its blobs under `<results dir>/<run id>/`).
+    Shared,
+}
+
+/// An opened run: the pool its rows are read from and what its queries need.
+#[derive(Debug, Clone)]
+struct Source {
+    pool: AnyPool,
+    /// The run id as stored (a folder's name may differ from the id inside its store).
+    id: String,
+    /// The run directory (its blobs).
+    dir: PathBuf,
+    /// The SQLite file or the redacted database URL, for errors.
+    at: String,
+    /// The usage columns to select (stores written before the cache-token migration lack
+    /// those columns; they read as 0).
+    ucols: &'static str,
+}
+
+impl Source {
+    fn db(&self) -> impl Fn(sqlx::Error) -> ViewError + '_ {
+        |source| ViewError::Db {
+            at: self.at.clone(),
+            source,
+        }
+    }
+}
+
+const USAGE_COLS: &str = "u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.requests, u.cost_usd";
+const USAGE_COLS_V1: &str = "u.input_tokens, u.output_tokens, 0 AS cache_read_tokens, 0 AS cache_write_tokens, u.requests, u.cost_usd";
+
+/// Every run under a results directory (or the runs named), read in place, and, given a
+/// database URL, every run of that shared PostgreSQL database.
 #[derive(Debug)]
 pub struct Results {
     dir: PathBuf,
     /// Run id → its folder, when the viewer was started on named runs.
     named: Option<BTreeMap<String, PathBuf>>,
-    /// Run id → its read-only pool and the usage columns its schema has.
-    pools: Mutex<BTreeMap<String, (SqlitePool, &'static str)>>,
+    /// Named runs not found as folders, looked up in the shared database.
+    named_shared: Vec<String>,
+    /// The shared database, when given, and its pool once opened.
+    database: Option<DatabaseUrl>,
+    shared: tokio::sync::OnceCell<AnyPool>,
+    /// Run id → its opened source.
+    sources: Mutex<BTreeMap<String, Source>>,
     /// Run id → (its last event's sequence number, its trials then). The store writes every
     /// change of a trial in one transaction with an event, so a new last event is exactly when
     /// the cached rows may be stale.
     rows: Mutex<BTreeMap<String, Versioned>>,
+    /// What trial-wide views (leaderboard, comparison) computed from those rows, under the
+    /// same rule.
+    derived: Mutex<Derived>,
+    /// Run id → the lock a read of its trials holds: requests arriving together (a dashboard
+    /// opening its views, the startup warm-up) wait for one read instead of each reading.
+    reading: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Results {
     /// `runs` are run ids under `dir` or paths of run folders; empty means every run in `dir`.
     pub fn new(dir: &Path, runs: &[String]) -> Result<Self, ViewError> {
+        Self::with_database(dir, runs, None)
+    }
+
+    /// [`Self::new`] plus every run of the shared PostgreSQL database `database` (a named run
+    /// not found as a folder is looked up there; the database wins when both have an id).
+    pub fn with_database(
+        dir: &Path,
+        runs: &[String],
+        database: Option<DatabaseUrl>,
+    ) -> Result<Self, ViewError> {
+        let mut named_shared = Vec::new();
         let named = if runs.is_empty() {
             None
         } else {
@@ -212,6 +281,9 @@ impl Results {
                     as_path
                 } else if dir.join(r).join(DB_FILE).is_file() {
                     dir.join(r)
+                } else if database.is_some() {
+                    named_shared.push(r.clone());
+                    continue;
                 } else {
                     return Err(ViewError::RunNotFound(r.clone()));
                 };
@@ -226,8 +298,13 @@ impl Results {
         Ok(Self {
             dir: dir.to_path_buf(),
             named,
-            pools: Mutex::new(BTreeMap::new()),
+            named_shared,
+            database,
+            shared: tokio::sync::OnceCell::new(),
+            sources: Mutex::new(BTreeMap::new()),
             rows: Mutex::new(BTreeMap::new()),
+            derived: Mutex::new(BTreeMap::new()),
+            reading: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -236,79 +313,152 @@ impl Results {
         &self.dir
     }
 
-    /// Run id → folder of every run visible now (new runs appear without a restart).
-    pub fn run_dirs(&self) -> Result<BTreeMap<String, PathBuf>, ViewError> {
-        if let Some(named) = &self.named {
-            return Ok(named.clone());
-        }
-        let mut out = BTreeMap::new();
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(source) => {
-                return Err(ViewError::Io {
-                    path: self.dir.clone(),
-                    source,
-                });
-            }
+    /// The shared database's pool (opened on first use; never created or migrated here).
+    async fn shared_pool(&self) -> Result<Option<&AnyPool>, ViewError> {
+        let Some(url) = &self.database else {
+            return Ok(None);
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.join(DB_FILE).is_file() {
-                out.insert(entry.file_name().to_string_lossy().into_owned(), path);
+        self.shared
+            .get_or_try_init(|| crate::database::connect_postgres(url, 4, false))
+            .await
+            .map(Some)
+            .map_err(|source| ViewError::Db {
+                at: url.to_string(),
+                source,
+            })
+    }
+
+    /// Run id → where it is, for every run visible now (new runs appear without a restart).
+    pub async fn run_ids(&self) -> Result<BTreeMap<String, Location>, ViewError> {
+        let mut out: BTreeMap<String, Location> = BTreeMap::new();
+        match &self.named {
+            Some(named) => {
+                out.extend(
+                    named
+                        .iter()
+                        .map(|(id, dir)| (id.clone(), Location::Folder(dir.clone()))),
+                );
+            }
+            None => {
+                let entries = match std::fs::read_dir(&self.dir) {
+                    Ok(e) => Some(e),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(source) => {
+                        return Err(ViewError::Io {
+                            path: self.dir.clone(),
+                            source,
+                        });
+                    }
+                };
+                for entry in entries.into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    if path.join(DB_FILE).is_file() {
+                        out.insert(
+                            entry.file_name().to_string_lossy().into_owned(),
+                            Location::Folder(path),
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(pool) = self.shared_pool().await? {
+            let at = self.database.as_ref().map(ToString::to_string);
+            let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM runs ORDER BY id")
+                .fetch_all(pool)
+                .await
+                .map_err(|source| ViewError::Db {
+                    at: at.unwrap_or_default(),
+                    source,
+                })?;
+            for id in ids {
+                if self.named.is_none() || self.named_shared.contains(&id) {
+                    out.insert(id, Location::Shared);
+                }
+            }
+            if let Some(missing) = self.named_shared.iter().find(|r| !out.contains_key(*r)) {
+                return Err(ViewError::RunNotFound(missing.clone()));
             }
         }
         Ok(out)
     }
 
-    fn run_dir(&self, run: &str) -> Result<PathBuf, ViewError> {
-        self.run_dirs()?
+    /// The run's source (opened once: a SQLite file read-only, or the shared pool).
+    async fn source(&self, run: &str) -> Result<Source, ViewError> {
+        if let Some(s) = self.sources.lock().ok().and_then(|m| m.get(run).cloned()) {
+            return Ok(s);
+        }
+        let location = self
+            .run_ids()
+            .await?
             .remove(run)
-            .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))
-    }
-
-    /// The run's read-only pool, its database path and the usage columns to select (stores
-    /// written before the cache-token migration lack those columns; they read as 0).
-    async fn pool(&self, run: &str) -> Result<(SqlitePool, PathBuf, &'static str), ViewError> {
-        let dir = self.run_dir(run)?;
-        let path = dir.join(DB_FILE);
-        if let Some((p, cols)) = self.pools.lock().ok().and_then(|m| m.get(run).cloned()) {
-            return Ok((p, path, cols));
-        }
-        let db = |source| ViewError::Db {
-            path: path.clone(),
-            source,
+            .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))?;
+        let source = match location {
+            Location::Shared => {
+                let pool = self
+                    .shared_pool()
+                    .await?
+                    .cloned()
+                    .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))?;
+                Source {
+                    pool,
+                    id: run.to_owned(),
+                    dir: self.dir.join(run),
+                    at: self
+                        .database
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                    ucols: USAGE_COLS,
+                }
+            }
+            Location::Folder(dir) => {
+                let path = dir.join(DB_FILE);
+                let at = path.display().to_string();
+                let db = |source| ViewError::Db {
+                    at: at.clone(),
+                    source,
+                };
+                let pool = crate::database::connect_sqlite(&path, true, 2)
+                    .await
+                    .map_err(db)?;
+                let has_cache: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pragma_table_info('usage') WHERE name = 'cache_read_tokens'",
+                )
+                .fetch_one(&pool)
+                .await
+                .map_err(db)?;
+                // the id inside the store (normally the folder's name)
+                let id = sqlx::query_scalar::<_, String>(
+                    "SELECT id FROM runs ORDER BY id = $1 DESC LIMIT 1",
+                )
+                .bind(run)
+                .fetch_optional(&pool)
+                .await
+                .map_err(db)?
+                .unwrap_or_else(|| run.to_owned());
+                Source {
+                    pool,
+                    id,
+                    dir,
+                    at,
+                    ucols: if has_cache > 0 {
+                        USAGE_COLS
+                    } else {
+                        USAGE_COLS_V1
+                    },
+                }
+            }
         };
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(db)?
-            .read_only(true)
-            .busy_timeout(std::time::Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(options)
-            .await
-            .map_err(db)?;
-        let has_cache: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pragma_table_info('usage') WHERE name = 'cache_read_tokens'",
-        )
-        .fetch_one(&pool)
-        .await
-        .map_err(db)?;
-        let cols = if has_cache > 0 {
-            "u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.requests, u.cost_usd"
-        } else {
-            "u.input_tokens, u.output_tokens, 0 AS cache_read_tokens, 0 AS cache_write_tokens, u.requests, u.cost_usd"
-        };
-        if let Ok(mut m) = self.pools.lock() {
-            m.insert(run.to_owned(), (pool.clone(), cols));
+        if let Ok(mut m) = self.sources.lock() {
+            m.insert(run.to_owned(), source.clone());
         }
-        Ok((pool, path, cols))
+        Ok(source)
     }
 
     /// Every run, newest first.
     pub async fn runs(&self) -> Result<Vec<RunInfo>, ViewError> {
         let mut out = Vec::new();
-        for id in self.run_dirs()?.keys() {
+        for id in self.run_ids().await?.keys() {
             match self.run(id).await {
                 Ok(r) => out.push(r),
                 // a folder being created right now, or not a store at all: skip, say why
@@ -321,54 +471,43 @@ impl Results {
 
     /// One run with its counts.
     pub async fn run(&self, run: &str) -> Result<RunInfo, ViewError> {
-        let (pool, path, _) = self.pool(run).await?;
-        let db = |source| ViewError::Db {
-            path: path.clone(),
-            source,
-        };
-        let row = sqlx::query(
-            "SELECT id, created_at, finished_at, status, plan FROM runs ORDER BY id = ? DESC LIMIT 1",
-        )
-        .bind(run)
-        .fetch_optional(&pool)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))?;
-        let run_id: String = row.get("id");
+        let src = self.source(run).await?;
+        let db = src.db();
+        let row =
+            sqlx::query("SELECT id, created_at, finished_at, status, plan FROM runs WHERE id = $1")
+                .bind(&src.id)
+                .fetch_optional(&src.pool)
+                .await
+                .map_err(&db)?
+                .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))?;
         let plan: String = row.get("plan");
         let plan: serde_json::Value = serde_json::from_str(&plan).unwrap_or_default();
-        let agents = plan["agents"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let agents = agents_of(&plan);
+        // one SQL text for SQLite and PostgreSQL: no boolean sums, integer sums cast back
         let counts = sqlx::query(
             "SELECT count(*) AS n, \
-               coalesce(sum(t.state = 'done'), 0) AS done, \
-               coalesce(sum(t.state = 'running'), 0) AS running, \
-               coalesce(sum(t.score IS NOT NULL), 0) AS scored, \
-               coalesce(sum(t.passed = 1), 0) AS passed, \
+               CAST(coalesce(sum(CASE WHEN t.state = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
+               CAST(coalesce(sum(CASE WHEN t.state = 'running' THEN 1 ELSE 0 END), 0) AS BIGINT) AS running, \
+               CAST(coalesce(sum(CASE WHEN t.score IS NOT NULL THEN 1 ELSE 0 END), 0) AS BIGINT) AS scored, \
+               CAST(coalesce(sum(CASE WHEN t.passed = 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS passed, \
                avg(t.score) AS mean, \
                coalesce(sum(u.cost_usd), 0.0) AS cost, \
-               coalesce(sum(u.input_tokens), 0) AS inp, \
-               coalesce(sum(u.output_tokens), 0) AS outp, \
+               CAST(coalesce(sum(u.input_tokens), 0) AS BIGINT) AS inp, \
+               CAST(coalesce(sum(u.output_tokens), 0) AS BIGINT) AS outp, \
                count(DISTINCT t.task_id) AS tasks \
              FROM trials t LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id \
-             WHERE t.run_id = ?",
+             WHERE t.run_id = $1",
         )
-        .bind(&run_id)
-        .fetch_one(&pool)
+        .bind(&src.id)
+        .fetch_one(&src.pool)
         .await
-        .map_err(db)?;
+        .map_err(&db)?;
         let last_event: Option<i64> =
-            sqlx::query_scalar("SELECT max(seq) FROM events WHERE run_id = ?")
-                .bind(&run_id)
-                .fetch_one(&pool)
+            sqlx::query_scalar("SELECT max(seq) FROM events WHERE run_id = $1")
+                .bind(&src.id)
+                .fetch_one(&src.pool)
                 .await
-                .map_err(db)?;
+                .map_err(&db)?;
         Ok(RunInfo {
             id: run.to_owned(),
             created_at: row.get("created_at"),
@@ -391,39 +530,27 @@ impl Results {
 
     /// The run's plan as stored (task paths, agents, settings).
     pub async fn plan(&self, run: &str) -> Result<serde_json::Value, ViewError> {
-        let (pool, path, _) = self.pool(run).await?;
-        let plan: Option<String> =
-            sqlx::query_scalar("SELECT plan FROM runs ORDER BY id = ? DESC LIMIT 1")
-                .bind(run)
-                .fetch_optional(&pool)
-                .await
-                .map_err(|source| ViewError::Db { path, source })?;
+        let src = self.source(run).await?;
+        let plan: Option<String> = sqlx::query_scalar("SELECT plan FROM runs WHERE id = $1")
+            .bind(&src.id)
+            .fetch_optional(&src.pool)
+            .await
+            .map_err(src.db())?;
         Ok(plan
             .and_then(|p| serde_json::from_str(&p).ok())
             .unwrap_or_default())
     }
 
-    /// The run id as stored (the folder name, normally).
-    async fn stored_id(&self, pool: &SqlitePool, run: &str) -> String {
-        sqlx::query_scalar::<_, String>("SELECT id FROM runs ORDER BY id = ? DESC LIMIT 1")
-            .bind(run)
-            .fetch_optional(pool)
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| run.to_owned())
+    /// The agents the run's plan names, in its order.
+    pub async fn plan_agents(&self, run: &str) -> Result<Vec<String>, ViewError> {
+        Ok(agents_of(&self.plan(run).await?))
     }
 
     /// One page of a run's trials, filtered and sorted.
     pub async fn trials(&self, run: &str, q: &TrialQuery) -> Result<TrialPage, ViewError> {
-        let (pool, path, ucols) = self.pool(run).await?;
-        let db = |source| ViewError::Db {
-            path: path.clone(),
-            source,
-        };
-        let run_id = self.stored_id(&pool, run).await;
-        let mut filters = String::from("t.run_id = ?");
-        let mut binds: Vec<String> = vec![run_id];
+        let src = self.source(run).await?;
+        let mut filters = String::from("t.run_id = $1");
+        let mut binds: Vec<String> = vec![src.id.clone()];
         for (col, val) in [
             ("t.task_id", &q.task),
             ("t.task_kind", &q.kind),
@@ -431,8 +558,8 @@ impl Results {
             ("t.state", &q.status),
         ] {
             if let Some(v) = val.as_deref().filter(|v| !v.is_empty()) {
-                filters.push_str(&format!(" AND {col} = ?"));
                 binds.push(v.to_owned());
+                filters.push_str(&format!(" AND {col} = ${}", binds.len()));
             }
         }
         match q.outcome.as_deref().filter(|v| !v.is_empty()) {
@@ -442,8 +569,8 @@ impl Results {
                 filters.push_str(" AND t.state = 'done' AND coalesce(t.passed, 0) = 0")
             }
             Some(o) if Outcome::parse(o).is_some() => {
-                filters.push_str(" AND t.outcome = ?");
                 binds.push(o.to_owned());
+                filters.push_str(&format!(" AND t.outcome = ${}", binds.len()));
             }
             Some(o) => {
                 return Err(ViewError::BadRequest(format!(
@@ -465,9 +592,10 @@ impl Results {
                 )));
             }
         };
+        // NULLs sort as the smallest value on both backends (SQLite's own rule)
         let order = match q.order.as_deref().unwrap_or("asc") {
-            "asc" => "ASC",
-            "desc" => "DESC",
+            "asc" => "ASC NULLS FIRST",
+            "desc" => "DESC NULLS LAST",
             other => {
                 return Err(ViewError::BadRequest(format!(
                     "unknown order `{other}` (asc, desc)"
@@ -482,10 +610,12 @@ impl Results {
         for b in &binds {
             count = count.bind(b);
         }
-        let total = count.fetch_one(&pool).await.map_err(db)?;
+        let total = count.fetch_one(&src.pool).await.map_err(src.db())?;
+        let (limit, offset) = (binds.len() + 1, binds.len() + 2);
         let list_sql = format!(
             "SELECT t.*, {ucols} {from} WHERE {filters} \
-             ORDER BY {sort} {order}, t.task_id, t.agent, t.repeat_index LIMIT ? OFFSET ?"
+             ORDER BY {sort} {order}, t.task_id, t.agent, t.repeat_index LIMIT ${limit} OFFSET ${offset}",
+            ucols = src.ucols
         );
         let mut list = sqlx::query(&list_sql);
         for b in &binds {
@@ -494,9 +624,9 @@ impl Results {
         let rows = list
             .bind(i64::from(per_page))
             .bind(i64::from(page - 1) * i64::from(per_page))
-            .fetch_all(&pool)
+            .fetch_all(&src.pool)
             .await
-            .map_err(db)?;
+            .map_err(src.db())?;
         Ok(TrialPage {
             total,
             page,
@@ -507,35 +637,32 @@ impl Results {
 
     /// One trial (with its artifact list).
     pub async fn trial(&self, run: &str, trial: &str) -> Result<TrialDetail, ViewError> {
-        let (pool, path, ucols) = self.pool(run).await?;
-        let db = |source| ViewError::Db {
-            path: path.clone(),
-            source,
-        };
-        let run_id = self.stored_id(&pool, run).await;
+        let src = self.source(run).await?;
+        let db = src.db();
         let sql = format!(
-            "SELECT t.*, {ucols} \
+            "SELECT t.*, {} \
              FROM trials t LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id \
-             WHERE t.run_id = ? AND t.id = ?"
+             WHERE t.run_id = $1 AND t.id = $2",
+            src.ucols
         );
         let row = sqlx::query(&sql)
-            .bind(&run_id)
+            .bind(&src.id)
             .bind(trial)
-            .fetch_optional(&pool)
+            .fetch_optional(&src.pool)
             .await
-            .map_err(db)?
+            .map_err(&db)?
             .ok_or_else(|| ViewError::TrialNotFound {
                 run: run.to_owned(),
                 trial: trial.to_owned(),
             })?;
         let artifacts = sqlx::query(
-            "SELECT name, sha256, size, media_type FROM artifacts WHERE run_id = ? AND trial_id = ? ORDER BY name",
+            "SELECT name, sha256, size, media_type FROM artifacts WHERE run_id = $1 AND trial_id = $2 ORDER BY name",
         )
-        .bind(&run_id)
+        .bind(&src.id)
         .bind(trial)
-        .fetch_all(&pool)
+        .fetch_all(&src.pool)
         .await
-        .map_err(db)?
+        .map_err(&db)?
         .into_iter()
         .map(|r| Artifact {
             name: r.get("name"),
@@ -551,7 +678,7 @@ impl Results {
             flags: json_col(&row, "flags"),
             attempts: u32::try_from(row.get::<i64, _>("attempts")).unwrap_or(0),
             error: row.get("error"),
-            isolated: row.get("isolated"),
+            isolated: row.get::<Option<i64>, _>("isolated").map(|v| v != 0),
             exit_code: row.get("exit_code"),
             requests: row.get::<Option<i64>, _>("requests").unwrap_or(0),
             artifacts,
@@ -564,15 +691,14 @@ impl Results {
         run: &str,
         trial: &str,
     ) -> Result<Option<serde_json::Value>, ViewError> {
-        let (pool, path, _) = self.pool(run).await?;
-        let run_id = self.stored_id(&pool, run).await;
+        let src = self.source(run).await?;
         let report: Option<String> =
-            sqlx::query_scalar("SELECT report FROM grades WHERE run_id = ? AND trial_id = ?")
-                .bind(&run_id)
+            sqlx::query_scalar("SELECT report FROM grades WHERE run_id = $1 AND trial_id = $2")
+                .bind(&src.id)
                 .bind(trial)
-                .fetch_optional(&pool)
+                .fetch_optional(&src.pool)
                 .await
-                .map_err(|source| ViewError::Db { path, source })?;
+                .map_err(src.db())?;
         Ok(report.map(|r| serde_json::from_str(&r).unwrap_or(serde_json::Value::String(r))))
     }
 
@@ -599,7 +725,9 @@ impl Results {
             });
         }
         let path = self
-            .run_dir(run)?
+            .source(run)
+            .await?
+            .dir
             .join("blobs")
             .join(&a.sha256[..2])
             .join(&a.sha256);
@@ -632,21 +760,19 @@ impl Results {
 
     /// A run's events after `after`, oldest first, at most `limit` (bounded by [`MAX_EVENTS`]).
     pub async fn events(&self, run: &str, q: &EventQuery) -> Result<Vec<Event>, ViewError> {
-        let (pool, path, _) = self.pool(run).await?;
-        let run_id = self.stored_id(&pool, run).await;
+        let src = self.source(run).await?;
         let limit = i64::from(q.limit.unwrap_or(MAX_EVENTS).clamp(1, MAX_EVENTS));
         let rows = sqlx::query(
             "SELECT seq, trial_id, at, kind, data FROM events \
-             WHERE run_id = ? AND seq > ? AND (? IS NULL OR trial_id = ?) ORDER BY seq LIMIT ?",
+             WHERE run_id = $1 AND seq > $2 AND ($3 IS NULL OR trial_id = $3) ORDER BY seq LIMIT $4",
         )
-        .bind(&run_id)
+        .bind(&src.id)
         .bind(q.after.unwrap_or(0))
         .bind(q.trial.as_deref())
-        .bind(q.trial.as_deref())
         .bind(limit)
-        .fetch_all(&pool)
+        .fetch_all(&src.pool)
         .await
-        .map_err(|source| ViewError::Db { path, source })?;
+        .map_err(src.db())?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -662,38 +788,99 @@ impl Results {
             .collect())
     }
 
+    /// The sequence number of the run's last event (0: none): every change of a trial is
+    /// written with an event, so the rows read at one version stay valid while it holds.
+    async fn version(&self, src: &Source) -> Result<i64, ViewError> {
+        Ok(
+            sqlx::query_scalar::<_, Option<i64>>("SELECT max(seq) FROM events WHERE run_id = $1")
+                .bind(&src.id)
+                .fetch_one(&src.pool)
+                .await
+                .map_err(src.db())?
+                .unwrap_or(0),
+        )
+    }
+
     /// Every trial of a run (up to [`MAX_LEADERBOARD_TRIALS`]) as the summary module takes them;
     /// read again only when the run has a new event.
     pub async fn trial_rows(&self, run: &str) -> Result<Arc<Vec<TrialRow>>, ViewError> {
-        let (pool, path, ucols) = self.pool(run).await?;
-        let run_id = self.stored_id(&pool, run).await;
-        let db = |source| ViewError::Db {
-            path: path.clone(),
-            source,
+        let src = self.source(run).await?;
+        let version = self.version(&src).await?;
+        self.rows_at(run, &src, version).await
+    }
+
+    /// What `make` computes from a run's trials, computed once per `key` (the view and its
+    /// parameters) and kept until the run has a new event: a leaderboard or a comparison is
+    /// not summarised again for every request of a finished run.
+    pub async fn derived<T, F>(&self, run: &str, key: &str, make: F) -> Result<Arc<T>, ViewError>
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce(&[TrialRow]) -> Result<T, ViewError>,
+    {
+        let src = self.source(run).await?;
+        let version = self.version(&src).await?;
+        let k = (run.to_owned(), key.to_owned());
+        let hit = self
+            .derived
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&k).cloned())
+            .filter(|(v, _)| *v == version)
+            .and_then(|(_, d)| d.downcast::<T>().ok());
+        if let Some(hit) = hit {
+            return Ok(hit);
+        }
+        let rows = self.rows_at(run, &src, version).await?;
+        let made = Arc::new(make(&rows)?);
+        if let Ok(mut m) = self.derived.lock() {
+            m.retain(|(r, _), (v, _)| r != run || *v == version);
+            if m.len() >= MAX_DERIVED {
+                m.clear();
+            }
+            m.insert(k, (version, made.clone()));
+        }
+        Ok(made)
+    }
+
+    /// The run's trials as read at `version` (from the cache when they were).
+    async fn rows_at(
+        &self,
+        run: &str,
+        src: &Source,
+        version: i64,
+    ) -> Result<Arc<Vec<TrialRow>>, ViewError> {
+        let cached = || {
+            self.rows
+                .lock()
+                .ok()
+                .and_then(|m| m.get(run).cloned())
+                .filter(|(v, _)| *v == version)
+                .map(|(_, rows)| rows)
         };
-        let version: i64 =
-            sqlx::query_scalar::<_, Option<i64>>("SELECT max(seq) FROM events WHERE run_id = ?")
-                .bind(&run_id)
-                .fetch_one(&pool)
-                .await
-                .map_err(db)?
-                .unwrap_or(0);
-        if let Some((v, rows)) = self.rows.lock().ok().and_then(|m| m.get(run).cloned())
-            && v == version
-        {
+        if let Some(rows) = cached() {
+            return Ok(rows);
+        }
+        let lock = self
+            .reading
+            .lock()
+            .map(|mut m| m.entry(run.to_owned()).or_default().clone())
+            .unwrap_or_default();
+        let _reading = lock.lock().await;
+        if let Some(rows) = cached() {
             return Ok(rows);
         }
         let sql = format!(
-            "SELECT t.*, {ucols} \
+            "SELECT t.*, {} \
              FROM trials t LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id \
-             WHERE t.run_id = ? ORDER BY t.task_id, t.agent, t.repeat_index LIMIT ?"
+             WHERE t.run_id = $1 ORDER BY t.task_id, t.agent, t.repeat_index LIMIT $2",
+            src.ucols
         );
         let rows = sqlx::query(&sql)
-            .bind(&run_id)
+            .bind(&src.id)
             .bind(MAX_LEADERBOARD_TRIALS)
-            .fetch_all(&pool)
+            .fetch_all(&src.pool)
             .await
-            .map_err(db)?;
+            .map_err(src.db())?;
         let rows = Arc::new(rows.iter().map(trial_row_of).collect::<Vec<_>>());
         if let Ok(mut m) = self.rows.lock() {
             m.insert(run.to_owned(), (version, rows.clone()));
@@ -702,7 +889,19 @@ impl Results {
     }
 }
 
-fn json_col<T: serde::de::DeserializeOwned + Default>(row: &SqliteRow, col: &str) -> T {
+/// The agents a run's plan names, in its order.
+fn agents_of(plan: &serde_json::Value) -> Vec<String> {
+    plan["agents"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn json_col<T: serde::de::DeserializeOwned + Default>(row: &AnyRow, col: &str) -> T {
     row.try_get::<Option<String>, _>(col)
         .ok()
         .flatten()
@@ -717,7 +916,7 @@ pub async fn rows_of_runs(
     runs: &[String],
 ) -> Result<(Vec<String>, Vec<TrialRow>), ViewError> {
     let ids: Vec<String> = if runs.is_empty() {
-        results.run_dirs()?.into_keys().collect()
+        results.run_ids().await?.into_keys().collect()
     } else {
         runs.to_vec()
     };
@@ -731,7 +930,7 @@ pub async fn rows_of_runs(
 }
 
 /// A stored trial row as the domain's [`TrialRow`] (without grade report or artifacts).
-fn trial_row_of(row: &SqliteRow) -> TrialRow {
+fn trial_row_of(row: &AnyRow) -> TrialRow {
     let planned = crate::store::planned_of(row);
     let state: String = row.get("state");
     let result = (state == "done").then(|| {
@@ -751,32 +950,109 @@ fn trial_row_of(row: &SqliteRow) -> TrialRow {
     }
 }
 
-fn summary_of(row: &SqliteRow) -> TrialSummary {
-    let t = trial_row_of(row);
-    let failure = t.result.as_ref().and_then(crate::summary::failure_cause);
-    let usage = t
-        .result
-        .as_ref()
-        .map(|r| r.usage.clone())
-        .unwrap_or_default();
+fn summary_of(row: &AnyRow) -> TrialSummary {
+    summary_of_ref(&trial_row_of(row))
+}
+
+/// A domain trial row as the viewer lists it (its grade report and artifacts are not copied).
+pub fn summary_of_ref(t: &TrialRow) -> TrialSummary {
+    let r = t.result.as_ref();
+    let failure = r.and_then(crate::summary::failure_cause);
+    let usage = r.map(|r| &r.usage);
     TrialSummary {
-        id: t.planned.id,
-        task_id: t.planned.task_id,
-        task_kind: t.planned.task_kind,
-        agent: t.planned.agent,
+        id: t.planned.id.clone(),
+        task_id: t.planned.task_id.clone(),
+        task_kind: t.planned.task_kind.clone(),
+        agent: t.planned.agent.clone(),
         repeat_index: t.planned.repeat_index,
-        outcome: t.result.as_ref().map(|r| r.outcome.as_str().to_owned()),
-        score: t.result.as_ref().and_then(|r| r.score),
-        passed: t.result.as_ref().map(|r| r.passed),
-        grade_status: t.result.as_ref().and_then(|r| r.grade_status.clone()),
+        outcome: r.map(|r| r.outcome.as_str().to_owned()),
+        score: r.and_then(|r| r.score),
+        passed: r.map(|r| r.passed),
+        grade_status: r.and_then(|r| r.grade_status.clone()),
         failure,
-        input_tokens: i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-        output_tokens: i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-        cost_usd: usage.cost_usd,
-        duration_ms: t.result.as_ref().map_or(0, |r| r.phases.values().sum()),
-        phases: t.result.map(|r| r.phases).unwrap_or_default(),
-        state: t.state,
-        started_at: t.started_at,
-        finished_at: t.finished_at,
+        input_tokens: usage.map_or(0, |u| i64::try_from(u.input_tokens).unwrap_or(i64::MAX)),
+        output_tokens: usage.map_or(0, |u| i64::try_from(u.output_tokens).unwrap_or(i64::MAX)),
+        cost_usd: usage.map_or(0.0, |u| u.cost_usd),
+        duration_ms: r.map_or(0, |r| r.phases.values().sum()),
+        phases: r.map(|r| r.phases.clone()).unwrap_or_default(),
+        state: t.state.clone(),
+        started_at: t.started_at.clone(),
+        finished_at: t.finished_at.clone(),
+    }
+}
+
+/// A domain trial row (with its result's artifacts) as the trial page shows it.
+pub fn detail_of_row(t: &TrialRow) -> TrialDetail {
+    let r = t.result.as_ref();
+    TrialDetail {
+        task_hash: t.planned.task_hash.clone(),
+        dimensions: r.map(|r| r.dimensions.clone()).unwrap_or_default(),
+        flags: r.map(|r| r.flags.clone()).unwrap_or_default(),
+        attempts: r.map_or(0, |r| r.attempts),
+        error: r.and_then(|r| r.error.clone()),
+        isolated: r.map(|r| r.isolated),
+        exit_code: r.and_then(|r| r.exit_code),
+        requests: r.map_or(0, |r| i64::try_from(r.usage.requests).unwrap_or(i64::MAX)),
+        artifacts: r
+            .map(|r| {
+                r.artifacts
+                    .iter()
+                    .map(|a| Artifact {
+                        name: a.name.clone(),
+                        sha256: a.sha256.clone(),
+                        size: a.size,
+                        media_type: a.media_type.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        summary: summary_of_ref(t),
+    }
+}
+
+impl RunInfo {
+    /// A stored run's counts computed from its trials (what [`Results::run`] asks the
+    /// database for).
+    pub fn of_rows(run: &crate::store::RunRow, rows: &[TrialRow]) -> Self {
+        let results: Vec<&crate::model::TrialResult> =
+            rows.iter().filter_map(|t| t.result.as_ref()).collect();
+        let scores: Vec<f64> = results.iter().filter_map(|r| r.score).collect();
+        let count = |state: &str| rows.iter().filter(|t| t.state == state).count() as i64;
+        let tokens = |f: fn(&crate::model::Usage) -> u64| {
+            results
+                .iter()
+                .map(|r| i64::try_from(f(&r.usage)).unwrap_or(i64::MAX))
+                .fold(0i64, i64::saturating_add)
+        };
+        Self {
+            id: run.id.clone(),
+            created_at: run.created_at.clone(),
+            finished_at: run.finished_at.clone(),
+            status: run.status.clone(),
+            trials: rows.len() as i64,
+            done: count("done"),
+            running: count("running"),
+            scored: scores.len() as i64,
+            passed: results.iter().filter(|r| r.passed).count() as i64,
+            mean_score: (!scores.is_empty())
+                .then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+            cost_usd: results.iter().map(|r| r.usage.cost_usd).sum::<f64>() + 0.0,
+            input_tokens: tokens(|u| u.input_tokens),
+            output_tokens: tokens(|u| u.output_tokens),
+            agents: run.plan["agents"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            tasks: rows
+                .iter()
+                .map(|t| t.planned.task_id.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as i64,
+            last_event: 0,
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `green-agent view`: a read-only web viewer over every run in a results directory.
 //!
-//! - [`data`]: the read-only data layer (each run's `store.sqlite` opened read-only, blobs read
-//!   in place; every read bounded).
+//! - [`data`]: the read-only data layer (each run's `store.sqlite` opened read-only, or the
+//!   shared PostgreSQL database; blobs read in place; every read bounded).
 //! - [`api`]: the JSON API under `/api` (+ SSE live feed, OpenAPI document).
 //! - [`pages`]: the dashboard, server-rendered from embedded templates; [`plots`]: SVG geometry.
 //! - [`workspace`]: the agent's files diffed against the task's workspace.
@@ -49,8 +49,16 @@ pub fn router(results: Arc<Results>) -> axum::Router {
 }
 
 /// Serves the viewer until the process is stopped; prints its URL first.
-pub async fn command(args: ViewArgs, results_dir: PathBuf) -> anyhow::Result<i32> {
-    let results = Arc::new(Results::new(&results_dir, &args.runs)?);
+pub async fn command(
+    args: ViewArgs,
+    results_dir: PathBuf,
+    database: Option<crate::database::DatabaseUrl>,
+) -> anyhow::Result<i32> {
+    let shown = database
+        .as_ref()
+        .map(|d| format!(" and {d}"))
+        .unwrap_or_default();
+    let results = Arc::new(Results::with_database(&results_dir, &args.runs, database)?);
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| {
@@ -67,10 +75,11 @@ pub async fn command(args: ViewArgs, results_dir: PathBuf) -> anyhow::Result<i32
         );
     }
     println!(
-        "research-bench viewer: {url}  (results: {})",
+        "research-bench viewer: {url}  (results: {}{shown})",
         results_dir.display()
     );
     println!("press Ctrl-C to stop");
+    tokio::spawn(warm(results.clone()));
     if !args.no_open {
         open_browser(&url);
     }
@@ -85,12 +94,42 @@ pub async fn command(args: ViewArgs, results_dir: PathBuf) -> anyhow::Result<i32
 
 /// `green-agent report RUN --compare A,B`: the paired comparison as Markdown (`all` or an empty
 /// list compares every agent of the run).
+/// Most runs whose trial-wide views are computed at startup (the newest ones).
+pub const WARMED_RUNS: usize = 8;
+
+/// Reads the newest runs' trials and computes their leaderboards and run pages in the
+/// background, so the first request of a big run finds them ready (a request arriving while
+/// one is read waits for that read; the rest stay cached until the run's next event).
+pub async fn warm(results: Arc<Results>) {
+    let runs = match results.runs().await {
+        Ok(runs) => runs,
+        Err(e) => {
+            tracing::debug!(error = %e, "warming the viewer: listing runs failed");
+            return;
+        }
+    };
+    for run in runs.iter().take(WARMED_RUNS) {
+        let started = std::time::Instant::now();
+        let warmed = match api::leaderboard(&results, &run.id).await {
+            Ok(_) => pages::warm(&results, &run.id).await,
+            Err(e) => Err(e),
+        };
+        match warmed {
+            Ok(()) => {
+                tracing::debug!(run = %run.id, ms = started.elapsed().as_secs_f64() * 1000.0, "warmed")
+            }
+            Err(e) => tracing::debug!(run = %run.id, error = %e, "warming failed"),
+        }
+    }
+}
+
 pub async fn compare_report(
     results_dir: &std::path::Path,
+    database: Option<crate::database::DatabaseUrl>,
     run: &str,
     agents: &str,
 ) -> anyhow::Result<String> {
-    let results = Results::new(results_dir, &[run.to_owned()])?;
+    let results = Results::with_database(results_dir, &[run.to_owned()], database)?;
     let agents = if agents.trim() == "all" { "" } else { agents };
     let (_, pairs) = api::comparison(&results, run, Some(agents)).await?;
     Ok(compare::markdown(run, &pairs))

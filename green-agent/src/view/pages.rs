@@ -18,8 +18,27 @@ const MAX_TRAJECTORY_BYTES: u64 = 8 * 1024 * 1024;
 /// Most trajectory steps shown (the rest stay in the raw artifact).
 const MAX_STEPS: usize = 2000;
 
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 15] = [
     ("compare.html", include_str!("templates/compare.html")),
+    (
+        "compare_body.html",
+        include_str!("templates/compare_body.html"),
+    ),
+    (
+        "leaderboard_body.html",
+        include_str!("templates/leaderboard_body.html"),
+    ),
+    (
+        "run_overview.html",
+        include_str!("templates/run_overview.html"),
+    ),
+    ("trial_body.html", include_str!("templates/trial_body.html")),
+    ("report.html", include_str!("templates/report.html")),
+    (
+        "report_section.html",
+        include_str!("templates/report_section.html"),
+    ),
+    ("report_end.html", include_str!("templates/report_end.html")),
     ("base.html", include_str!("templates/base.html")),
     ("plots.html", include_str!("templates/plots.html")),
     ("runs.html", include_str!("templates/runs.html")),
@@ -116,6 +135,47 @@ pub fn status_class(s: Option<&str>) -> &'static str {
     }
 }
 
+/// A part of the static report, in the order written: the head (`report.html`: overview,
+/// summary, leaderboard, comparison, the trials table), one section per detailed trial
+/// (`report_section.html`), the end (`report_end.html`). Concatenated they are one
+/// self-contained file (stylesheet and script inlined).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportPart {
+    Head,
+    Section,
+    End,
+}
+
+/// Renders one part of the static report into `out` as the template produces it (a trial
+/// table of any length is written row by row, never held whole).
+pub fn render_report(
+    part: ReportPart,
+    ctx: Value,
+    out: &mut dyn std::io::Write,
+) -> Result<(), minijinja::Error> {
+    let name = match part {
+        ReportPart::Head => "report.html",
+        ReportPart::Section => "report_section.html",
+        ReportPart::End => "report_end.html",
+    };
+    let ctx = context! { style => STYLE, script => SCRIPT, static => true, ..ctx };
+    env().get_template(name)?.render_captured_to(ctx, out)?;
+    Ok(())
+}
+
+/// The instruction (the first user step's message), the steps shown (at most [`MAX_STEPS`])
+/// and whether some were left out, of an ATIF trajectory.
+pub fn trajectory_parts(t: &serde_json::Value) -> (Option<String>, Vec<serde_json::Value>, bool) {
+    let all = t["steps"].as_array().cloned().unwrap_or_default();
+    let instruction = all
+        .iter()
+        .find(|s| s["source"] == "user")
+        .and_then(|s| s["message"].as_str())
+        .map(str::to_owned);
+    let cut = all.len() > MAX_STEPS;
+    (instruction, all.into_iter().take(MAX_STEPS).collect(), cut)
+}
+
 fn render(name: &str, ctx: Value) -> Response {
     match env().get_template(name).and_then(|t| t.render(ctx)) {
         Ok(html) => Html(html).into_response(),
@@ -176,30 +236,64 @@ struct Failure {
     count: usize,
 }
 
+/// What the run page shows of all of a run's trials (kept until the run's next event).
+#[derive(Debug, Serialize)]
+struct RunWide {
+    failures: Vec<Failure>,
+    agents: std::collections::BTreeSet<String>,
+    tasks: std::collections::BTreeSet<String>,
+    kinds: std::collections::BTreeSet<String>,
+    score_plot: Option<plots::BandChart>,
+    phase_plot: Option<plots::BandChart>,
+}
+
+impl RunWide {
+    fn of(rows: &[crate::store::TrialRow]) -> Self {
+        let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+        let (mut agents, mut tasks, mut kinds) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        for t in rows {
+            agents.insert(t.planned.agent.clone());
+            tasks.insert(t.planned.task_id.clone());
+            kinds.insert(t.planned.task_kind.clone());
+            if let Some(cause) = t.result.as_ref().and_then(crate::summary::failure_cause) {
+                *failures.entry(cause).or_default() += 1;
+            }
+        }
+        let mut failures: Vec<Failure> = failures
+            .into_iter()
+            .map(|(cause, count)| Failure { cause, count })
+            .collect();
+        failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.cause.cmp(&b.cause)));
+        Self {
+            failures,
+            agents,
+            tasks,
+            kinds,
+            score_plot: plots::score_distribution(rows),
+            phase_plot: plots::phase_times(rows),
+        }
+    }
+}
+
+/// Computes what the run page shows of all of a run's trials, ahead of its first request.
+pub async fn warm(results: &Results, run: &str) -> Result<(), ViewError> {
+    results
+        .derived(run, "run page", |rows| Ok(RunWide::of(rows)))
+        .await
+        .map(drop)
+}
+
 /// `/runs/{run}`: progress, failures by cause, cost so far, trials (filtered), plots; live.
 pub async fn run_page(State(r): St, Path(run): Path<String>, Query(q): Query<TrialQuery>) -> Page {
     let info = r.run(&run).await?;
     let page = r.trials(&run, &q).await?;
-    let rows = r.trial_rows(&run).await?;
-    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
-    let (mut agents, mut tasks, mut kinds) = (
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-    );
-    for t in rows.iter() {
-        agents.insert(t.planned.agent.clone());
-        tasks.insert(t.planned.task_id.clone());
-        kinds.insert(t.planned.task_kind.clone());
-        if let Some(cause) = t.result.as_ref().and_then(crate::summary::failure_cause) {
-            *failures.entry(cause).or_default() += 1;
-        }
-    }
-    let mut failures: Vec<Failure> = failures
-        .into_iter()
-        .map(|(cause, count)| Failure { cause, count })
-        .collect();
-    failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.cause.cmp(&b.cause)));
+    let wide = r
+        .derived(&run, "run page", |rows| Ok(RunWide::of(rows)))
+        .await?;
     let pages = (page.total.max(1) + i64::from(page.per_page) - 1) / i64::from(page.per_page);
     Ok(render(
         "run.html",
@@ -211,10 +305,12 @@ pub async fn run_page(State(r): St, Path(run): Path<String>, Query(q): Query<Tri
                 task => q.task, kind => q.kind, agent => q.agent, outcome => q.outcome,
                 status => q.status, sort => q.sort, order => q.order,
             },
-            failures,
-            agents, tasks, kinds,
-            score_plot => plots::score_distribution(&rows),
-            phase_plot => plots::phase_times(&rows),
+            failures => &wide.failures,
+            agents => &wide.agents,
+            tasks => &wide.tasks,
+            kinds => &wide.kinds,
+            score_plot => &wide.score_plot,
+            phase_plot => &wide.phase_plot,
         },
     ))
 }
@@ -223,19 +319,10 @@ pub async fn run_page(State(r): St, Path(run): Path<String>, Query(q): Query<Tri
 pub async fn leaderboard_page(State(r): St, Path(run): Path<String>) -> Page {
     let info = r.run(&run).await?;
     let board = super::api::leaderboard(&r, &run).await?;
-    let ci_rows: Vec<_> = board
-        .overall
-        .iter()
-        .map(|row| (row.agent.clone(), row.mean, row.ci95))
-        .collect();
-    let dims: std::collections::BTreeSet<String> = board
-        .by_kind
-        .iter()
-        .flat_map(|row| row.dimensions.keys().cloned())
-        .collect();
+    let dims = board.dimensions();
     Ok(render(
         "leaderboard.html",
-        context! { run => info, board, dims, ci_plot => plots::means_with_ci(&ci_rows) },
+        context! { run => info, board => &*board, dims, ci_plot => board.ci_plot() },
     ))
 }
 
@@ -266,19 +353,10 @@ pub async fn compare_page(
 pub async fn cross_leaderboard_page(State(r): St, Query(q): Query<super::api::RunsQuery>) -> Page {
     let (ids, rows) = super::data::rows_of_runs(&r, &q.run_ids()).await?;
     let board = super::api::leaderboard_of(&ids.join(","), &rows);
-    let ci_rows: Vec<_> = board
-        .overall
-        .iter()
-        .map(|row| (row.agent.clone(), row.mean, row.ci95))
-        .collect();
-    let dims: std::collections::BTreeSet<String> = board
-        .by_kind
-        .iter()
-        .flat_map(|row| row.dimensions.keys().cloned())
-        .collect();
+    let dims = board.dimensions();
     Ok(render(
         "leaderboard.html",
-        context! { runs => ids, board, dims, ci_plot => plots::means_with_ci(&ci_rows) },
+        context! { runs => ids, board, dims, ci_plot => board.ci_plot() },
     ))
 }
 
@@ -385,22 +463,14 @@ pub async fn trial_page(State(r): St, Path((run, trial)): Path<(String, String)>
         }
     }
     let (instruction, steps, steps_cut) = match &trajectory {
-        Some(t) => {
-            let all = t["steps"].as_array().cloned().unwrap_or_default();
-            let instruction = all
-                .iter()
-                .find(|s| s["source"] == "user")
-                .and_then(|s| s["message"].as_str())
-                .map(str::to_owned);
-            let cut = all.len() > MAX_STEPS;
-            (instruction, all.into_iter().take(MAX_STEPS).collect(), cut)
-        }
+        Some(t) => trajectory_parts(t),
         None => (None, Vec::<serde_json::Value>::new(), false),
     };
     Ok(render(
         "trial.html",
         context! {
             run => info,
+            p => "",
             t => detail.clone(),
             grade,
             instruction,

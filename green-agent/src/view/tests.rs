@@ -422,6 +422,12 @@ async fn cached_trial_rows_follow_the_run() {
             .expect("cmd row")
     };
     assert_eq!(cmd(&before)["finished"], 1);
+    let run_page = |html: Vec<u8>| String::from_utf8(html).expect("utf-8");
+    let (_, _, page) = get(&results, &format!("/runs/{RUN}")).await;
+    assert!(
+        !run_page(page).contains(r#">timeout</span></td><td class="num">1</td>"#),
+        "no timeout yet"
+    );
     let mut result = TrialResult {
         outcome: Outcome::Timeout,
         exit_code: None,
@@ -446,6 +452,12 @@ async fn cached_trial_rows_follow_the_run() {
     let after = json_of(&results, &format!("/api/runs/{RUN}/leaderboard")).await;
     assert_eq!(cmd(&after)["finished"], 2, "the new trial is seen");
     assert_eq!(cmd(&after)["failures"]["timeout"], 1);
+    // the run page's cached failures by cause follow too
+    let (_, _, page) = get(&results, &format!("/runs/{RUN}")).await;
+    assert!(
+        run_page(page).contains(r#">timeout</span></td><td class="num">1</td>"#),
+        "the run page shows the new failure"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,728 @@
+//! Reattach: the variant of launch for a trial that a dead green agent left behind, so a
+//! resumed run never starts an agent twice.
+//!
+//! Every attempt is recorded in the store's `attempts` (where its agent is: container, URL,
+//! proxy token and port; the A2A task id as soon as the agent accepted the task; what
+//! collection produced, before grading). A resumed run ([`Leftovers::gather`], holding the
+//! run's ownership) adopts the run's live agent containers by their labels and reads the open
+//! attempts; then each unfinished trial's first attempt ([`reattach`]):
+//!
+//! | left | does |
+//! |---|---|
+//! | collected outputs | restage them from the blobs; grade and record (no agent) |
+//! | a live hosted agent | re-register its proxy token (same port), wait for its card, find its task (stored id, else `ListTasks` by the trial's context id), follow it by id ([`Start::task_id`]); no task yet: send it now (it never got it) |
+//! | an external agent with a task id | connect, `GetTask` it, follow it |
+//! | anything else | [`InfraError::AgentGone`]: the trial starts over, flagged |
+//!
+//! After that the usual phases run: drive (following, never sending again), collect, grade,
+//! record.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use a2a_protocol::{A2aClient, ClientConfig, GetTaskRequest, ListTasksRequest};
+use sandbox::{Backend, NetworkHandle, Sandbox};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+use white_agent_adapter::contract::DEFAULT_PORT;
+
+use super::collect::Collected;
+use super::drive::{AgentRun, Start};
+use super::env::{InfraError, RunEnv, TrialInput, io};
+use super::launch::{agent_headers, client_config, wait_ready};
+use super::phases::PhaseLog;
+use super::prepare::{Prepared, prepare};
+use super::record::Parts;
+use super::resources::Resources;
+use super::side::{AgentSide, External, Hosted};
+use crate::agents::AgentSpec;
+use crate::model::{ArtifactRef, Outcome, Usage};
+use crate::store::{AgentPlace, AttemptKind, AttemptRow, Store};
+
+/// What a dead process left of one trial.
+#[derive(Debug)]
+pub struct Left {
+    attempt: AttemptRow,
+    /// The adopted container of a hosted agent (`None`: gone, or an external agent).
+    sandbox: Option<Box<dyn Sandbox>>,
+    network: Option<NetworkHandle>,
+}
+
+impl Left {
+    /// The outputs the trial's last attempt collected before it failed, if it got that far
+    /// (a retry grades them instead of running the agent again).
+    pub(crate) async fn collected_by_last_attempt(
+        env: &RunEnv,
+        input: &TrialInput,
+    ) -> Option<Self> {
+        let attempts = env
+            .store
+            .attempts(&env.run_id, &input.planned.id)
+            .await
+            .ok()?;
+        let last = attempts.into_iter().last()?;
+        last.collected.is_some().then_some(Left {
+            attempt: last,
+            sandbox: None,
+            network: None,
+        })
+    }
+}
+
+/// The leftovers of a resumed run; each unfinished trial's first attempt takes its own.
+#[derive(Debug, Default)]
+pub struct Leftovers {
+    by_trial: Mutex<HashMap<String, Left>>,
+}
+
+/// What [`Leftovers::gather`] found, for the run's event log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Gathered {
+    /// Open attempts of unfinished trials.
+    pub open_attempts: usize,
+    /// Live agent containers adopted.
+    pub adopted: usize,
+    /// Objects of the run removed (graders, stopped agents, containers of no open attempt).
+    pub removed: usize,
+}
+
+impl Leftovers {
+    /// Adopts the run's live agent containers and pairs them with the open attempts of its
+    /// unfinished trials; every other object of the run is removed. Call it holding the
+    /// run's ownership (so no other reaper takes the containers meanwhile).
+    pub async fn gather(
+        backend: &dyn Backend,
+        store: &Store,
+        run_id: &str,
+    ) -> Result<(Self, Gathered), InfraError> {
+        let adoption = backend.adopt(run_id).await?;
+        let mut latest: BTreeMap<String, AttemptRow> = BTreeMap::new();
+        for row in store.open_attempts(run_id).await? {
+            if let Some(older) = latest.insert(row.trial_id.clone(), row) {
+                store
+                    .end_attempt(
+                        run_id,
+                        &older.trial_id,
+                        older.attempt,
+                        "abandoned",
+                        Some("a later attempt started"),
+                    )
+                    .await?;
+            }
+        }
+        let mut found = Gathered {
+            open_attempts: latest.len(),
+            removed: adoption.removed,
+            ..Gathered::default()
+        };
+        let mut agents: HashMap<String, sandbox::Adopted> = HashMap::new();
+        for a in adoption.agents {
+            let wanted = latest.get(&a.trial_id).is_some_and(|row| {
+                row.collected.is_none() && row.place.container.as_deref() == Some(a.sandbox.id())
+            });
+            if wanted {
+                agents.insert(a.trial_id.clone(), a);
+                continue;
+            }
+            remove(backend, a.sandbox.as_ref(), a.network.as_ref()).await;
+            found.removed += 1;
+        }
+        found.adopted = agents.len();
+        let by_trial = latest
+            .into_iter()
+            .map(|(trial, attempt)| {
+                let adopted = agents.remove(&trial);
+                let left = Left {
+                    attempt,
+                    network: adopted.as_ref().and_then(|a| a.network.clone()),
+                    sandbox: adopted.map(|a| a.sandbox),
+                };
+                (trial, left)
+            })
+            .collect();
+        Ok((
+            Self {
+                by_trial: Mutex::new(by_trial),
+            },
+            found,
+        ))
+    }
+
+    /// The model proxy port the open attempts' agents were told (one port; `None` when none
+    /// or several), for a resumed run to listen on again.
+    pub async fn proxy_port(
+        store: &Store,
+        run_id: &str,
+    ) -> Result<Option<u16>, crate::store::StoreError> {
+        let ports: std::collections::BTreeSet<u16> = store
+            .open_attempts(run_id)
+            .await?
+            .into_iter()
+            .filter_map(|a| a.place.proxy_port)
+            .collect();
+        Ok((ports.len() == 1)
+            .then(|| ports.into_iter().next())
+            .flatten())
+    }
+
+    /// The leftovers of one trial (once).
+    pub(crate) fn take(&self, trial_id: &str) -> Option<Left> {
+        self.by_trial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(trial_id)
+    }
+
+    /// Removes the adopted containers no trial took (trials that did not start).
+    pub async fn release_rest(&self, backend: &dyn Backend) {
+        let rest: Vec<Left> = self
+            .by_trial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain()
+            .map(|(_, l)| l)
+            .collect();
+        for l in rest {
+            if let Some(sb) = &l.sandbox {
+                remove(backend, sb.as_ref(), l.network.as_ref()).await;
+            }
+        }
+    }
+}
+
+async fn remove(backend: &dyn Backend, sb: &dyn Sandbox, network: Option<&NetworkHandle>) {
+    if let Err(e) = sb.remove().await {
+        warn!(error = %e, sandbox = sb.id(), "could not remove a left container (the reaper will)");
+    }
+    if let Some(n) = network
+        && let Err(e) = backend.remove_network(n).await
+    {
+        warn!(error = %e, network = %n.name, "could not remove a left network (the reaper will)");
+    }
+}
+
+/// How a trial goes on from what was left.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one short-lived value per reattachment
+pub(crate) enum Resumed {
+    /// Its agent is back under our control: drive from `start` (following its task).
+    Agent {
+        prep: Prepared,
+        side: AgentSide,
+        start: Start,
+        /// For the trial's flags.
+        note: String,
+    },
+    /// Its agent ended before the restart: collect (from `side`) what `run` says, then grade.
+    Driven {
+        prep: Prepared,
+        side: AgentSide,
+        run: AgentRun,
+        note: String,
+    },
+    /// Its outputs were collected before the restart: grade them.
+    Collected {
+        prep: Prepared,
+        parts: Box<Parts>,
+        note: String,
+    },
+}
+
+/// Takes over what the dead process left of this trial (see the module docs). An agent that
+/// cannot be taken over is [`InfraError::AgentGone`] (the left attempt is closed as
+/// `agent_gone`); `attempt` receives the number of the new attempt once it is recorded.
+pub(crate) async fn reattach(
+    env: &RunEnv,
+    input: &TrialInput,
+    left: Left,
+    res: &mut Resources,
+    log: &mut PhaseLog<'_>,
+    attempt: &mut Option<u32>,
+) -> Result<Resumed, InfraError> {
+    let before = left.attempt.clone();
+    let out = log
+        .run("reattach", take_over(env, input, left, res, attempt))
+        .await;
+    match &out {
+        Err(InfraError::AgentGone(why)) => {
+            warn!(why, "cannot reattach; the trial starts over");
+            env.store
+                .end_attempt(
+                    &env.run_id,
+                    &input.planned.id,
+                    before.attempt,
+                    "agent_gone",
+                    Some(why),
+                )
+                .await?;
+        }
+        _ => {
+            env.store
+                .end_attempt(
+                    &env.run_id,
+                    &input.planned.id,
+                    before.attempt,
+                    "abandoned",
+                    Some(&format!(
+                        "its process died; taken over by attempt {}",
+                        attempt.unwrap_or(0)
+                    )),
+                )
+                .await?;
+        }
+    }
+    out
+}
+
+async fn take_over(
+    env: &RunEnv,
+    input: &TrialInput,
+    left: Left,
+    res: &mut Resources,
+    attempt: &mut Option<u32>,
+) -> Result<Resumed, InfraError> {
+    let Left {
+        attempt: row,
+        sandbox,
+        network,
+    } = left;
+    // Whatever path the trial takes from here, the adopted container and its network are this
+    // attempt's to remove (a trial graded from collected outputs never uses them again).
+    let sandbox = sandbox.map(|sb| res.keep(sb));
+    if let Some(n) = network {
+        res.keep_network(n);
+    }
+    if let Some(value) = &row.collected {
+        let checkpoint: Checkpoint = serde_json::from_value(value.clone()).map_err(|e| {
+            InfraError::AgentGone(format!("its collected outputs are unreadable: {e}"))
+        })?;
+        let prep = prepare(env, input, None)?;
+        restage(env, &checkpoint, &prep.outputs_dir)?;
+        let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
+        *attempt = Some(n);
+        env.store
+            .attempt_collected(&env.run_id, &input.planned.id, n, value)
+            .await?;
+        let note = format!(
+            "graded from the outputs attempt {} collected (the agent was not run again)",
+            row.attempt
+        );
+        return Ok(Resumed::Collected {
+            prep,
+            parts: Box::new(checkpoint.into_parts()),
+            note,
+        });
+    }
+    let used = used_so_far(&env.store, &env.run_id, &row).await?;
+    let driven: Option<AgentRun> =
+        match &row.driven {
+            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+                InfraError::AgentGone(format!("its recorded end is unreadable: {e}"))
+            })?),
+            None => None,
+        };
+    let (prep, side, task_id) = match &input.agent {
+        AgentSpec::External { url } => {
+            let task_id = row.a2a_task_id.clone();
+            let prep = prepare(env, input, None)?;
+            let config = ClientConfig {
+                headers: agent_headers(env.settings.agent_header.as_deref())?,
+                ..client_config()
+            };
+            let client = A2aClient::connect(url, config)
+                .await
+                .map_err(|e| InfraError::AgentGone(format!("cannot reach {url} again: {e}")))?;
+            if let Some(run) = driven {
+                let side = AgentSide::External(External {
+                    url: url.clone(),
+                    client,
+                    file_server: None,
+                });
+                return Ok(collect_only(prep, side, run, &row));
+            }
+            let task_id = match task_id {
+                Some(id) => id,
+                None => find_task(&client, &input.planned.id)
+                    .await?
+                    .ok_or_else(|| {
+                        InfraError::AgentGone(
+                            "the agent holds no task of this trial (it never received it)".into(),
+                        )
+                    })?,
+            };
+            let side = AgentSide::External(External {
+                url: url.clone(),
+                client,
+                file_server: None,
+            });
+            (prep, side, Some(task_id))
+        }
+        _ => {
+            let Some(sb) = sandbox else {
+                return Err(InfraError::AgentGone(format!(
+                    "its container ({}) no longer runs",
+                    row.place.container.as_deref().unwrap_or("never recorded")
+                )));
+            };
+            let token = row.place.proxy_token.as_deref();
+            if let Some(run) = driven {
+                // The agent ended before the restart: collect from its container (running
+                // or stopped). Collection never calls the adapter: the client is a stand-in.
+                let prep = prepare(env, input, token)?;
+                let client =
+                    A2aClient::new("http://agent-already-ended.invalid/", client_config())?;
+                let side = AgentSide::Hosted(Hosted {
+                    sandbox: sb,
+                    client,
+                });
+                return Ok(collect_only(prep, side, run, &row));
+            }
+            if !matches!(sb.main_exit().await, Ok(None)) {
+                return Err(InfraError::AgentGone(
+                    "its container stopped before the agent's end was recorded".into(),
+                ));
+            }
+            if let (Some(proxy), Some(_)) = (&env.proxy, token)
+                && row.place.proxy_port != Some(proxy.port())
+            {
+                return Err(InfraError::AgentGone(format!(
+                    "the model proxy now listens on port {} and the agent calls port {} (pass --proxy-port {} to resume)",
+                    proxy.port(),
+                    row.place
+                        .proxy_port
+                        .map_or_else(|| "?".into(), |p| p.to_string()),
+                    row.place
+                        .proxy_port
+                        .map_or_else(|| "?".into(), |p| p.to_string()),
+                )));
+            }
+            let prep = prepare(env, input, token)?;
+            let base = format!("http://{}:{DEFAULT_PORT}", sb.host_address().await?);
+            let client = wait_ready(env, sb.as_ref(), &base)
+                .await
+                .map_err(|e| InfraError::AgentGone(format!("its adapter does not answer: {e}")))?;
+            let task_id = match row.a2a_task_id.clone() {
+                Some(id) => Some(id),
+                // Accepted but not recorded yet when the process died, or never received.
+                None => find_task(&client, &input.planned.id).await?,
+            };
+            (
+                prep,
+                AgentSide::Hosted(Hosted {
+                    sandbox: sb,
+                    client,
+                }),
+                task_id,
+            )
+        }
+    };
+    if let Some(id) = &task_id {
+        side.client()
+            .get_task(&GetTaskRequest {
+                history_length: Some(0),
+                ..GetTaskRequest::new(id.clone())
+            })
+            .await
+            .map_err(|e| {
+                InfraError::AgentGone(format!("the agent no longer knows task {id}: {e}"))
+            })?;
+    }
+    let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
+    *attempt = Some(n);
+    let note = match &task_id {
+        Some(id) => format!(
+            "reattached after a restart of the green agent: attempt {n} followed task {id} of attempt {} (the agent was not run again)",
+            row.attempt
+        ),
+        None => format!(
+            "reattached after a restart of the green agent: the agent of attempt {} had not received the task; sent once by attempt {n}",
+            row.attempt
+        ),
+    };
+    info!(%note, "reattached");
+    let note = if prep.proxy_token.is_some() {
+        format!(
+            "{note}; model usage before the restart is not counted (the proxy's meter died with the green agent)"
+        )
+    } else {
+        note
+    };
+    Ok(Resumed::Agent {
+        prep,
+        side,
+        start: Start {
+            task_id,
+            attempt: Some(n),
+            used,
+        },
+        note,
+    })
+}
+
+/// A trial whose agent ended before the restart: collected without driving it again.
+fn collect_only(prep: Prepared, side: AgentSide, run: AgentRun, row: &AttemptRow) -> Resumed {
+    let mut note = format!(
+        "collected after a restart of the green agent: the agent of attempt {} had ended (it was not run again)",
+        row.attempt
+    );
+    if prep.proxy_token.is_some() {
+        note.push_str(
+            "; its model usage is not counted (the proxy's meter died with the green agent)",
+        );
+    }
+    Resumed::Driven {
+        prep,
+        side,
+        run,
+        note,
+    }
+}
+
+/// Stores how the attempt's agent ended (before collection), so a resumed run collects from
+/// its container without driving it again. Best effort.
+pub(crate) async fn driven(env: &RunEnv, input: &TrialInput, attempt: Option<u32>, run: &AgentRun) {
+    let Some(attempt) = attempt else { return };
+    let saved = match serde_json::to_value(run) {
+        Ok(v) => env
+            .store
+            .attempt_driven(&env.run_id, &input.planned.id, attempt, &v)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = saved {
+        warn!(error = %e, "could not store how the agent ended (a resume would have to start it over)");
+    }
+}
+
+/// The task of this trial the agent holds (its context id is the trial id), by `ListTasks`.
+async fn find_task(client: &A2aClient, trial_id: &str) -> Result<Option<String>, InfraError> {
+    let listed = client
+        .list_tasks(&ListTasksRequest {
+            context_id: Some(trial_id.to_owned()),
+            page_size: Some(10),
+            history_length: Some(0),
+            ..ListTasksRequest::default()
+        })
+        .await
+        .map_err(|e| {
+            InfraError::AgentGone(format!(
+                "no task id was recorded and the agent cannot list its tasks: {e}"
+            ))
+        })?;
+    Ok(listed
+        .tasks
+        .into_iter()
+        .find(|t| t.context_id == trial_id)
+        .map(|t| t.id))
+}
+
+/// Wall-clock time the trial's agent has had: since its last fresh start.
+async fn used_so_far(
+    store: &Store,
+    run_id: &str,
+    row: &AttemptRow,
+) -> Result<Duration, InfraError> {
+    let history = store.attempts(run_id, &row.trial_id).await?;
+    let first = history
+        .iter()
+        .rev()
+        .filter(|a| a.attempt <= row.attempt)
+        .find(|a| a.kind == AttemptKind::Fresh.as_str())
+        .unwrap_or(row);
+    let started = chrono::DateTime::parse_from_rfc3339(&first.started_at)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|_| chrono::Utc::now());
+    Ok((chrono::Utc::now() - started).to_std().unwrap_or_default())
+}
+
+/// Records a new attempt and returns its number.
+pub(crate) async fn begin(
+    env: &RunEnv,
+    input: &TrialInput,
+    kind: AttemptKind,
+    place: &AgentPlace,
+) -> Result<u32, InfraError> {
+    Ok(env
+        .store
+        .begin_attempt(&env.run_id, &input.planned.id, kind, place)
+        .await?)
+}
+
+/// Where a freshly launched agent is, as a resumed run needs it.
+pub(crate) fn place_of(env: &RunEnv, prep: &Prepared, side: &AgentSide) -> AgentPlace {
+    AgentPlace {
+        container: side.sandbox().map(|s| s.id().to_owned()),
+        agent_url: match side {
+            AgentSide::External(e) => Some(e.url.clone()),
+            AgentSide::Hosted(_) => None,
+        },
+        proxy_token: prep.proxy_token.clone(),
+        proxy_port: prep
+            .proxy_token
+            .as_ref()
+            .and(env.proxy.as_ref())
+            .map(crate::proxy::Proxy::port),
+    }
+}
+
+/// What collection produced, stored before grading so a resumed run grades it without the
+/// agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Checkpoint {
+    outcome: Option<Outcome>,
+    exit_code: Option<i64>,
+    run_flags: Vec<String>,
+    error: Option<String>,
+    collected_flags: Vec<String>,
+    artifacts: Vec<ArtifactRef>,
+    usage: Usage,
+    self_reported_usage: bool,
+    isolated: bool,
+    phases: BTreeMap<String, u64>,
+    /// The files staged for grading: relative path → blob digest.
+    staged: BTreeMap<String, String>,
+}
+
+impl Checkpoint {
+    fn into_parts(self) -> Parts {
+        Parts {
+            run: AgentRun {
+                outcome: self.outcome,
+                exit_code: self.exit_code,
+                flags: self.run_flags,
+                final_task: None,
+                error: self.error,
+            },
+            collected: Collected {
+                artifacts: self.artifacts,
+                usage: Default::default(),
+                flags: self.collected_flags,
+            },
+            usage: self.usage,
+            self_reported_usage: self.self_reported_usage,
+            isolated: self.isolated,
+            phases: self.phases,
+        }
+    }
+}
+
+/// Stores what collection produced (the staged files as blobs) in the attempt, before
+/// grading. Best effort: without it a resumed run restarts the trial.
+pub(crate) async fn checkpoint(
+    env: &RunEnv,
+    input: &TrialInput,
+    attempt: Option<u32>,
+    parts: &Parts,
+    outputs_dir: &Path,
+) {
+    let Some(attempt) = attempt else { return };
+    let saved = async {
+        let mut staged = BTreeMap::new();
+        for entry in walkdir::WalkDir::new(outputs_dir).sort_by_file_name() {
+            let entry = entry.map_err(|e| InfraError::Io {
+                what: "walking the staged outputs".into(),
+                source: e.into(),
+            })?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let rel = entry
+                .path()
+                .strip_prefix(outputs_dir)
+                .unwrap_or(entry.path());
+            let bytes = std::fs::read(entry.path())
+                .map_err(io(format!("reading {}", entry.path().display())))?;
+            staged.insert(
+                rel.to_string_lossy().replace('\\', "/"),
+                env.store.put_blob(&bytes)?,
+            );
+        }
+        let c = Checkpoint {
+            outcome: parts.run.outcome,
+            exit_code: parts.run.exit_code,
+            run_flags: parts.run.flags.clone(),
+            error: parts.run.error.clone(),
+            collected_flags: parts.collected.flags.clone(),
+            artifacts: parts.collected.artifacts.clone(),
+            usage: parts.usage.clone(),
+            self_reported_usage: parts.self_reported_usage,
+            isolated: parts.isolated,
+            phases: parts.phases.clone(),
+            staged,
+        };
+        let value = serde_json::to_value(&c).map_err(|e| InfraError::Io {
+            what: "encoding the collected outputs".into(),
+            source: std::io::Error::other(e),
+        })?;
+        env.store
+            .attempt_collected(&env.run_id, &input.planned.id, attempt, &value)
+            .await?;
+        Ok::<_, InfraError>(())
+    }
+    .await;
+    if let Err(e) = saved {
+        warn!(error = %e, "could not store the collected outputs (a resume would run the agent again)");
+    }
+}
+
+/// Writes the checkpoint's staged files back from the blobs (paths checked to stay inside).
+fn restage(env: &RunEnv, c: &Checkpoint, outputs_dir: &Path) -> Result<(), InfraError> {
+    for (rel, sha) in &c.staged {
+        let p = Path::new(rel);
+        if p.is_absolute()
+            || p.components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(InfraError::AgentGone(format!(
+                "its collected outputs name a path outside the workspace: {rel}"
+            )));
+        }
+        let bytes = env.store.get_blob(sha)?;
+        let dest = outputs_dir.join(p);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io("restaging outputs"))?;
+        }
+        std::fs::write(&dest, bytes).map_err(io("restaging outputs"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_round_trips_to_the_same_parts() {
+        let c = Checkpoint {
+            outcome: Some(Outcome::Timeout),
+            exit_code: Some(3),
+            run_flags: vec!["timeout after 5s".into()],
+            error: Some("e".into()),
+            collected_flags: vec!["dropped_special_files".into()],
+            artifacts: vec![ArtifactRef {
+                name: "file:a.txt".into(),
+                sha256: "ab".into(),
+                size: 2,
+                media_type: None,
+            }],
+            usage: Usage {
+                input_tokens: 4,
+                ..Usage::default()
+            },
+            self_reported_usage: true,
+            isolated: true,
+            phases: [("agent".to_string(), 10)].into(),
+            staged: [("a.txt".to_string(), "ab".to_string())].into(),
+        };
+        let json = serde_json::to_value(&c).expect("json");
+        let back: Checkpoint = serde_json::from_value(json).expect("back");
+        assert_eq!(back, c);
+        let parts = back.into_parts();
+        assert_eq!(parts.run.outcome, Some(Outcome::Timeout));
+        assert_eq!(parts.collected.artifacts.len(), 1);
+        assert_eq!(parts.usage.input_tokens, 4);
+    }
+}
