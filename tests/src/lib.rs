@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use sandbox::child::{ChildExit, ChildSpec, SupervisedChild};
 
+pub mod postgres;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -166,9 +168,187 @@ pub async fn leftovers(run_id: &str) -> usize {
         .expect("reap")
 }
 
+/// `green-agent report RUN --format json` over `results` (with `env`, e.g. a database URL),
+/// asserted to succeed and parsed.
+pub async fn report_via_cli(
+    results: &Path,
+    run_id: &str,
+    env: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    let results = results.display().to_string();
+    let out = run_green(
+        &[
+            "report",
+            run_id,
+            "--format",
+            "json",
+            "--results-dir",
+            &results,
+        ],
+        env,
+        std::time::Duration::from_secs(120),
+    )
+    .await;
+    out.assert_success();
+    serde_json::from_str(&out.stdout).expect("report JSON")
+}
+
 /// The stored report of a run as JSON.
 pub fn report_json(results: &Path, run_id: &str) -> serde_json::Value {
     let path = results.join(run_id).join("report.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("report.json parses")
+}
+
+/// The model calls the proxy logged for one trial (`call_log_dir` of the proxy configuration,
+/// appended to by every green-agent process of the run).
+pub fn proxy_calls(call_log_dir: &Path, trial_id: &str) -> Vec<serde_json::Value> {
+    let path = call_log_dir.join(format!("{trial_id}.calls.jsonl"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a call record"))
+        .collect()
+}
+
+/// Watches the engine's event stream for the agent containers created for `run_id` (removed
+/// ones too): the evidence, independent of the green agent, that an agent was started once.
+/// Start it before the run; [`AgentCreations::stop`] gives the count per trial. (The engine
+/// keeps too few past events to ask afterwards on a busy machine.)
+#[derive(Debug)]
+pub struct AgentCreations {
+    pid: u32,
+    reader: tokio::task::JoinHandle<BTreeMap<String, usize>>,
+}
+
+impl AgentCreations {
+    pub async fn watch(run_id: &str) -> AgentCreations {
+        let mut child = SupervisedChild::spawn(ChildSpec {
+            program: "docker".into(),
+            args: vec![
+                "events".into(),
+                "--filter".into(),
+                "type=container".into(),
+                "--filter".into(),
+                "event=create".into(),
+                "--filter".into(),
+                format!("label={}={run_id}", sandbox::labels::RUN),
+                "--format".into(),
+                format!(
+                    "{{{{index .Actor.Attributes \"{}\"}}}} {{{{index .Actor.Attributes \"{}\"}}}}",
+                    sandbox::labels::ROLE,
+                    sandbox::labels::TRIAL
+                ),
+            ],
+            env: std::env::vars().collect(),
+            clear_env: true,
+            cwd: repo_root(),
+            limits: None,
+        })
+        .expect("docker events starts");
+        let pid = child.pid();
+        let reader = tokio::spawn(async move {
+            let mut out = BTreeMap::new();
+            while let Some(line) = child.next_stdout_line().await {
+                if let Some(trial) = line.trim().strip_prefix("agent ") {
+                    *out.entry(trial.to_owned()).or_insert(0) += 1;
+                }
+            }
+            out
+        });
+        // The stream is open once the daemon answers: give it a moment before the run starts.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        AgentCreations { pid, reader }
+    }
+
+    /// Stops watching; agent containers created per trial.
+    pub async fn stop(self) -> BTreeMap<String, usize> {
+        // The watcher runs in its own process group (SupervisedChild).
+        let group = nix::unistd::Pid::from_raw(i32::try_from(self.pid).expect("pid"));
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+        self.reader.await.expect("the event reader")
+    }
+}
+
+/// A shell command making one call to the scripted model `scripted:<script>` through the model
+/// proxy the agent was given (its URL and dummy token from the environment); it fails when the
+/// proxy refuses the call.
+pub fn model_call_command(script: &str) -> String {
+    format!(
+        r#"python3 -c '
+import json, os, urllib.request
+body = json.dumps({{"model": "scripted:{script}", "max_tokens": 16,
+    "tools": [{{"name": "Bash", "description": "run a command",
+               "input_schema": {{"type": "object", "properties": {{"command": {{"type": "string"}}}}}}}}],
+    "messages": [{{"role": "user", "content": "hi"}}]}}).encode()
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
+    headers={{"x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01",
+             "content-type": "application/json"}})
+urllib.request.urlopen(req, timeout=20).read()
+'"#
+    )
+}
+
+/// A model-proxy configuration that logs every call to `call_log_dir` (one JSONL file per
+/// trial) and has the script `script` answering a few calls.
+pub fn counting_proxy_config(call_log_dir: &Path, script: &str) -> String {
+    format!(
+        "call_log_dir = {:?}\n\n[scripts.{script}]\n[[scripts.{script}.steps]]\ntext = \"one\"\n[[scripts.{script}.steps]]\ntext = \"two\"\n",
+        call_log_dir.display().to_string()
+    )
+}
+
+/// The Python of a repository venv (`.venv`: a2a-sdk 1.x and the CLIs; `.venv-a2a03`: a2a-sdk
+/// 0.3), which `scripts/bootstrap` creates.
+pub fn venv_python(venv: &str) -> PathBuf {
+    let p = repo_root().join(venv).join("bin/python");
+    assert!(
+        p.exists(),
+        "the Python venv with a2a-sdk is missing at {}; run scripts/bootstrap",
+        p.display()
+    );
+    p
+}
+
+/// A child process killed (whole tree) when dropped.
+#[derive(Debug)]
+pub struct KilledOnDrop(pub SupervisedChild);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        self.0.kill_tree();
+    }
+}
+
+/// Starts the official a2a-sdk 1.x agent `tests/tests/agents/sdk_agent.py MODE COUNT_FILE` in
+/// `dir` (it appends a line to COUNT_FILE, `dir/MODE.count`, whenever it starts on a task).
+/// Returns it, the port it listens on and the count file.
+pub async fn start_sdk_agent(mode: &str, dir: &Path) -> (KilledOnDrop, String, PathBuf) {
+    let count = dir.join(format!("{mode}.count"));
+    let mut child = SupervisedChild::spawn(ChildSpec {
+        program: venv_python(".venv").display().to_string(),
+        args: vec![
+            repo_root()
+                .join("tests/tests/agents/sdk_agent.py")
+                .display()
+                .to_string(),
+            mode.to_owned(),
+            count.display().to_string(),
+        ],
+        env: BTreeMap::new(),
+        clear_env: false,
+        cwd: dir.to_path_buf(),
+        limits: None,
+    })
+    .expect("start the SDK agent");
+    let port = loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), child.next_stdout_line())
+            .await
+            .expect("the agent printed its port within 60 s")
+            .unwrap_or_else(|| panic!("the agent exited: {}", child.stderr_tail()));
+        if let Some(p) = line.strip_prefix("PORT ") {
+            break p.trim().to_owned();
+        }
+    };
+    (KilledOnDrop(child), port, count)
 }

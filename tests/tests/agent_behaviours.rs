@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use e2e_tests::{leftovers, repo_root, report_json, run_green, write_task};
-use sandbox::child::{ChildSpec, SupervisedChild};
+use e2e_tests::{KilledOnDrop, leftovers, report_json, run_green, start_sdk_agent, write_task};
 use serde_json::Value;
 
 const TESTS: &str = r#"import os
@@ -20,54 +19,10 @@ def test_out():
     assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
 "#;
 
-/// The agent process; its whole tree is killed when dropped.
-struct Agent(SupervisedChild);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.0.kill_tree();
-    }
-}
-
-fn python() -> PathBuf {
-    let p = repo_root().join(".venv/bin/python");
-    assert!(
-        p.exists(),
-        "the Python venv with a2a-sdk is missing at {}; run scripts/bootstrap",
-        p.display()
-    );
-    p
-}
-
-/// Starts the SDK agent in `mode`; returns it, its URL and its start-count file.
-async fn start_agent(mode: &str, dir: &std::path::Path) -> (Agent, String, PathBuf) {
-    let count = dir.join(format!("{mode}.count"));
-    let mut child = SupervisedChild::spawn(ChildSpec {
-        program: python().display().to_string(),
-        args: vec![
-            repo_root()
-                .join("tests/tests/agents/sdk_agent.py")
-                .display()
-                .to_string(),
-            mode.to_owned(),
-            count.display().to_string(),
-        ],
-        env: BTreeMap::new(),
-        clear_env: false,
-        cwd: dir.to_path_buf(),
-        limits: None,
-    })
-    .expect("start the SDK agent");
-    let port = loop {
-        let line = tokio::time::timeout(Duration::from_secs(60), child.next_stdout_line())
-            .await
-            .expect("the agent printed its port within 60 s")
-            .unwrap_or_else(|| panic!("the agent exited: {}", child.stderr_tail()));
-        if let Some(p) = line.strip_prefix("PORT ") {
-            break p.trim().to_owned();
-        }
-    };
-    (Agent(child), format!("a2a:http://127.0.0.1:{port}"), count)
+/// Starts the SDK agent in `mode`; returns it, its agent spec and its start-count file.
+async fn start_agent(mode: &str, dir: &std::path::Path) -> (KilledOnDrop, String, PathBuf) {
+    let (agent, port, count) = start_sdk_agent(mode, dir).await;
+    (agent, format!("a2a:http://127.0.0.1:{port}"), count)
 }
 
 /// Runs the one-task assessment against the agent in `mode`; returns the trial's report entry

@@ -1,10 +1,23 @@
 //! SIGKILL the green agent in the middle of a 20-trial run, then `resume`: the run finishes,
-//! no completed trial is lost or re-run, and no container of the run is left (by label).
+//! no completed trial is lost or re-run, every agent ran exactly once (the trials that were
+//! running are reattached, or collected and graded from what they left, never started again),
+//! and no container of the run is left (by label); then `report`. Once with per-run SQLite
+//! files, once with every row in a real PostgreSQL server.
+//!
+//! Evidence of "exactly once" that does not rest on the green agent's word: the `cmd` agent
+//! calls the scripted model once, and the proxy's call log on the host (appended to by both
+//! green-agent processes) must hold exactly one call per trial. For every trial the store's
+//! attempt history holds exactly one A2A task (a second start would be a second task).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::{leftovers, run_green, spawn_green, write_task};
+use e2e_tests::postgres::Postgres;
+use e2e_tests::{
+    counting_proxy_config, leftovers, model_call_command, proxy_calls, report_via_cli, run_green,
+    spawn_green, write_task,
+};
+use green_agent::database::DatabaseUrl;
 use green_agent::store::Store;
 
 const TESTS: &str = r#"import os
@@ -16,6 +29,23 @@ def test_out():
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_then_resume_finishes_the_run() {
+    sigkill_then_resume(None, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_then_resume_finishes_the_run_on_postgres() {
+    let pg = Postgres::start().await;
+    sigkill_then_resume(Some(pg.url("rb_kill_resume")), "pg").await;
+    drop(pg);
+}
+
+async fn sigkill_then_resume(database: Option<String>, label: &str) {
+    // the database reaches every green-agent through the environment, as a team would set it
+    let env: BTreeMap<String, String> = database
+        .iter()
+        .map(|u| ("RB_DATABASE_URL".to_owned(), u.clone()))
+        .collect();
+    let db: Option<DatabaseUrl> = database.as_deref().map(|u| u.parse().expect("url"));
     let tasks = tempfile::tempdir().expect("tempdir");
     write_task(
         tasks.path(),
@@ -25,17 +55,26 @@ async fn sigkill_then_resume_finishes_the_run() {
         "echo done > out.txt",
         "python",
     );
+    let calls_dir = tempfile::tempdir().expect("tempdir");
+    let proxy = calls_dir.path().join("proxy.toml");
+    std::fs::write(&proxy, counting_proxy_config(calls_dir.path(), "once")).expect("proxy");
+    let proxy_s = proxy.display().to_string();
+    let cmd = format!("cmd:{} && echo done > out.txt", model_call_command("once"));
     let results = tempfile::tempdir().expect("tempdir");
     let results_s = results.path().display().to_string();
     let tasks_s = tasks.path().display().to_string();
-    let run_id = format!("e2e-kill-{}", std::process::id());
+    let run_id = format!("e2e-kill-{label}-{}", std::process::id());
     let run_dir = results.path().join(&run_id);
     let args = [
         "run",
         "--tasks",
         &tasks_s,
-        "--agents",
-        "oracle,cmd:echo done > out.txt",
+        "--agent",
+        "oracle",
+        "--agent",
+        &cmd,
+        "--proxy-config",
+        &proxy_s,
         "--repeats",
         "10",
         "--concurrency",
@@ -47,7 +86,7 @@ async fn sigkill_then_resume_finishes_the_run() {
         "--results-dir",
         &results_s,
     ];
-    let child = spawn_green(&args, &BTreeMap::new());
+    let mut child = spawn_green(&args, &env);
 
     // Wait until some trials are done (but not all), then SIGKILL.
     let started = Instant::now();
@@ -58,12 +97,13 @@ async fn sigkill_then_resume_finishes_the_run() {
             child.stderr_tail()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if !run_dir.join(green_agent::store::DB_FILE).is_file() {
+        if db.is_none() && !run_dir.join(green_agent::store::DB_FILE).is_file() {
             continue;
         }
-        let store = Store::open_existing(&run_dir, &run_id)
-            .await
-            .expect("store");
+        // (the green agent may be creating the store right now)
+        let Ok(store) = Store::open_existing_with(&run_dir, &run_id, db.as_ref()).await else {
+            continue;
+        };
         let trials = store.trials(&run_id).await.unwrap_or_default();
         store.close().await;
         let done: Vec<_> = trials
@@ -77,17 +117,17 @@ async fn sigkill_then_resume_finishes_the_run() {
             break done;
         }
     };
-    drop(child);
+    let _ = child.wait().await;
 
     let out = run_green(
         &["resume", &run_id, "--results-dir", &results_s],
-        &BTreeMap::new(),
+        &env,
         Duration::from_secs(900),
     )
     .await;
     out.assert_success();
 
-    let store = Store::open_existing(&run_dir, &run_id)
+    let store = Store::open_existing_with(&run_dir, &run_id, db.as_ref())
         .await
         .expect("store");
     let trials = store.trials(&run_id).await.expect("trials");
@@ -123,6 +163,25 @@ async fn sigkill_then_resume_finishes_the_run() {
         assert_eq!(finished, 1, "trial {} recorded exactly once", t.planned.id);
     }
     assert!(events.iter().any(|e| e.kind == "run_resumed"));
+    // Exactly once: one A2A task per trial over all its attempts, and for the `cmd` agent one
+    // model call per trial in the proxy's log.
+    let mut taken_over = 0;
+    for t in &trials {
+        let id = &t.planned.id;
+        let attempts = store.attempts(&run_id, id).await.expect("attempts");
+        let tasks: std::collections::BTreeSet<&str> = attempts
+            .iter()
+            .filter_map(|a| a.a2a_task_id.as_deref())
+            .collect();
+        assert_eq!(tasks.len(), 1, "{id} ({}): {attempts:#?}", t.planned.agent);
+        taken_over += attempts.iter().filter(|a| a.kind == "reattached").count();
+        if t.planned.agent.starts_with("cmd:") {
+            let calls = proxy_calls(calls_dir.path(), id);
+            assert_eq!(calls.len(), 1, "{id} ran once: {calls:?}");
+            assert_eq!(calls[0]["status"], 200, "{calls:?}");
+        }
+    }
+    eprintln!("{taken_over} trial(s) taken over after the kill");
     assert_eq!(store.run(&run_id).await.expect("run").status, "finished");
     store.close().await;
     assert_eq!(
@@ -130,4 +189,14 @@ async fn sigkill_then_resume_finishes_the_run() {
         0,
         "no container or network of the killed run is left"
     );
+    assert_eq!(
+        run_dir.join(green_agent::store::DB_FILE).is_file(),
+        db.is_none(),
+        "the rows are in the run's SQLite file, or only in the database"
+    );
+
+    // the report, read back from the same store
+    let report = report_via_cli(results.path(), &run_id, &env).await;
+    assert_eq!(report["trials"].as_array().map(Vec::len), Some(20));
+    assert_eq!(report["run"]["status"], "finished");
 }

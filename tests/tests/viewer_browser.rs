@@ -2,15 +2,17 @@
 //! `nop` and a `cmd:` agent that submits wrong figure data, then runs list → leaderboard → run
 //! page → a trial page, asserting on the rendered DOM (score, failing test name, a CSV mismatch
 //! cell, a trajectory step), then the paired comparison page, saving a screenshot of each page under
-//! `target/viewer-screenshots/`.
+//! `target/viewer-screenshots/`. Once with per-run SQLite files, once with the run's rows in a
+//! real PostgreSQL server (`RB_DATABASE_URL` for both the run and the viewer).
 
 mod viewer_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use e2e_tests::postgres::Postgres;
 use e2e_tests::{leftovers, run_green};
-use viewer_support::{Browser, screenshot_dir, start_viewer};
+use viewer_support::{Browser, screenshot_dir, start_viewer_with};
 
 /// Writes the figure's grid (t = 0, 0.5, ..., 20) with N wrong everywhere but t = 0.
 const WRONG_DATA: &str = "cmd:python3 -c \"import os; os.makedirs('results', exist_ok=True); \
@@ -18,8 +20,20 @@ open('results/logistic.csv', 'w').write('t,N\\n' + ''.join('%s,%s\\n' % (i / 2, 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_browser_reads_why_each_agent_scored_what_it_scored() {
+    browse(BTreeMap::new(), "browser").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_browser_reads_a_run_stored_in_postgres() {
+    let pg = Postgres::start().await;
+    let env = BTreeMap::from([("RB_DATABASE_URL".to_owned(), pg.url("rb_viewer_browser"))]);
+    browse(env, "browser-postgres").await;
+    drop(pg);
+}
+
+async fn browse(env: BTreeMap<String, String>, label: &str) {
     let results = tempfile::tempdir().expect("tempdir");
-    let run_id = format!("e2e-viewer-{}", std::process::id());
+    let run_id = format!("e2e-{label}-{}", std::process::id());
     let out = run_green(
         &[
             "run",
@@ -36,15 +50,24 @@ async fn a_browser_reads_why_each_agent_scored_what_it_scored() {
             "--results-dir",
             &results.path().display().to_string(),
         ],
-        &BTreeMap::new(),
+        &env,
         Duration::from_secs(1200),
     )
     .await;
     out.assert_success();
     assert_eq!(leftovers(&run_id).await, 0, "the run cleaned up");
+    assert_eq!(
+        results
+            .path()
+            .join(&run_id)
+            .join(green_agent::store::DB_FILE)
+            .is_file(),
+        env.is_empty(),
+        "with a database URL the rows are only in the database"
+    );
 
-    let (viewer, url) = start_viewer(results.path()).await;
-    let shots = screenshot_dir("browser");
+    let (viewer, url) = start_viewer_with(results.path(), &env).await;
+    let shots = screenshot_dir(label);
     let browser = Browser::start().await;
 
     // runs list

@@ -1,23 +1,38 @@
 //! A run page open in headless Chromium follows a live run: `green-agent view` is started on an
 //! empty results directory, a run begins (one trial at a time, agents that take a few seconds),
 //! and the page that was opened while nothing had finished updates in place (Server-Sent
-//! Events, no reload) until every trial is done and the run is finished.
+//! Events, no reload) until every trial is done and the run is finished. Once with per-run
+//! SQLite files, once with the rows in a real PostgreSQL server (the viewer started before the
+//! run has created its database).
 
 mod viewer_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use e2e_tests::postgres::Postgres;
 use e2e_tests::{leftovers, spawn_green};
 use serde_json::Value;
-use viewer_support::{Browser, screenshot_dir, start_viewer};
+use viewer_support::{Browser, screenshot_dir, start_viewer_with};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_page_updates_as_trials_finish() {
+    follow_a_live_run(BTreeMap::new(), "live").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_page_updates_as_trials_finish_on_postgres() {
+    let pg = Postgres::start().await;
+    let env = BTreeMap::from([("RB_DATABASE_URL".to_owned(), pg.url("rb_viewer_live"))]);
+    follow_a_live_run(env, "live-postgres").await;
+    drop(pg);
+}
+
+async fn follow_a_live_run(env: BTreeMap<String, String>, label: &str) {
     let results = tempfile::tempdir().expect("tempdir");
-    let run_id = format!("e2e-viewer-live-{}", std::process::id());
-    let (viewer, url) = start_viewer(results.path()).await;
-    let shots = screenshot_dir("live");
+    let run_id = format!("e2e-viewer-{label}-{}", std::process::id());
+    let (viewer, url) = start_viewer_with(results.path(), &env).await;
+    let shots = screenshot_dir(label);
 
     let mut run = spawn_green(
         &[
@@ -35,7 +50,7 @@ async fn a_run_page_updates_as_trials_finish() {
             "--results-dir",
             &results.path().display().to_string(),
         ],
-        &BTreeMap::new(),
+        &env,
     );
 
     // wait until the viewer sees the run, before its first trial finishes

@@ -1,5 +1,5 @@
 """An external A2A agent on the official a2a-sdk 1.x, with one behaviour per mode, for the
-green agent's e2e tests (tests/tests/agent_behaviours.rs).
+green agent's e2e tests (tests/tests/agent_behaviours.rs, reattach.rs).
 
 Usage: sdk_agent.py MODE COUNT_FILE. Binds 127.0.0.1 on a free port, prints `PORT <n>`, serves
 until killed; appends one line to COUNT_FILE each time it starts working on a message. The task
@@ -11,6 +11,7 @@ asks for `out.txt` holding `done`. Modes:
 - input-twice: asks again after the reply.
 - message: answers with a Message (no task) carrying `out.txt` as a raw part.
 - unnamed: completes with `out.txt` and a text artifact without a file name (no `answer`).
+- slow: works 12 s before it completes (the green agent is killed meanwhile: reattach.rs).
 - auth: its card declares a bearer scheme; every JSON-RPC request without
   `Authorization: Bearer e2e-secret-token` is answered HTTP 401; with it, it completes.
 """
@@ -97,7 +98,7 @@ class Executor(AgentExecutor):
         if MODE.startswith("input"):
             await updater.requires_input(msg("Which output format do you want?"))
             return
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(12 if MODE == "slow" else 0.5)
         await updater.add_artifact([OUT], name="out.txt")
         if MODE == "unnamed":
             await updater.add_artifact([Part(text="the output is in out.txt")], name="notes")

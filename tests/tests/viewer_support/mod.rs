@@ -267,6 +267,16 @@ impl Browser {
 
 /// `green-agent view` on `results`, on a free loopback port; returns the child and its URL.
 pub async fn start_viewer(results: &Path) -> (SupervisedChild, String) {
+    start_viewer_with(results, &BTreeMap::new()).await
+}
+
+/// [`start_viewer`] with more environment (e.g. `RB_DATABASE_URL`).
+pub async fn start_viewer_with(
+    results: &Path,
+    env: &BTreeMap<String, String>,
+) -> (SupervisedChild, String) {
+    let mut env = env.clone();
+    env.insert("CI".to_owned(), "true".to_owned());
     let mut child = e2e_tests::spawn_green(
         &[
             "view",
@@ -275,7 +285,7 @@ pub async fn start_viewer(results: &Path) -> (SupervisedChild, String) {
             "--bind",
             "127.0.0.1:0",
         ],
-        &BTreeMap::from([("CI".to_owned(), "true".to_owned())]),
+        &env,
     );
     let line = tokio::time::timeout(Duration::from_secs(30), child.next_stdout_line())
         .await
