@@ -95,6 +95,16 @@ pub enum ImagesCommand {
         /// `python` or `sci` (default: both).
         which: Vec<String>,
     },
+    /// Copy platform images to other Docker engines (Swarm nodes) without a registry: saved
+    /// here, loaded there, same id and tag; an engine that has the image gets nothing.
+    Distribute {
+        /// A node's engine (`tcp://HOST:2375` or `unix:///PATH`);
+        /// repeat for each node.
+        #[arg(long = "to", required = true)]
+        to: Vec<String>,
+        /// `python`, `sci` or any image reference of this engine (default: `python` and `sci`).
+        which: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -342,6 +352,12 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             command: ImagesCommand::Build { which },
         } => {
             crate::images::build(&which).await?;
+            Ok(0)
+        }
+        Command::Images {
+            command: ImagesCommand::Distribute { to, which },
+        } => {
+            crate::images::distribute(&to, &which).await?;
             Ok(0)
         }
         Command::Tasks {

@@ -62,3 +62,59 @@ pub async fn build(which: &[String]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `green-agent images distribute --to ENGINE... [IMAGES]`: every image (recipes built here
+/// first when missing) to every engine, one line per (image, engine).
+pub async fn distribute(to: &[String], which: &[String]) -> anyhow::Result<()> {
+    let names: Vec<String> = if which.is_empty() {
+        sandbox::images::recipe_names()
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    } else {
+        which.to_vec()
+    };
+    let here = DockerBackend::connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot use Docker: {e}; is the Docker Engine running?"))?;
+    let mut refs = Vec::new();
+    for n in &names {
+        refs.push(
+            resolve_for_run(&here, n)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    let mut engines = Vec::new();
+    for url in to {
+        let engine = DockerBackend::connect_to(url).await.map_err(|e| {
+            anyhow::anyhow!("cannot reach the engine at {url}: {e}; is its API listening there?")
+        })?;
+        engines.push((url, engine));
+    }
+    let mut failed = 0;
+    for r in &refs {
+        for (url, engine) in &engines {
+            match sandbox::distribute::distribute(&here, engine, r).await {
+                Ok(sandbox::distribute::Distributed::Present { .. }) => {
+                    println!("{r} → {url}: present already");
+                }
+                Ok(sandbox::distribute::Distributed::Sent { bytes, elapsed, .. }) => {
+                    println!(
+                        "{r} → {url}: sent {:.0} MB in {:.1} s",
+                        bytes as f64 / 1e6,
+                        elapsed.as_secs_f64()
+                    );
+                }
+                Err(e) => {
+                    eprintln!("{r} → {url}: {e}");
+                    failed += 1;
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} image copies failed (see above)");
+    }
+    Ok(())
+}

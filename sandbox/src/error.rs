@@ -85,6 +85,13 @@ pub enum SandboxError {
         step: String,
         detail: String,
     },
+    /// An image could not be copied to another engine ([`crate::distribute`]).
+    #[error("copying image `{image}` to {to} failed: {detail}")]
+    ImageTransfer {
+        image: String,
+        to: String,
+        detail: String,
+    },
     /// Another process holds the owner lock; `holder` is what it wrote into the lock file.
     #[error("{path} is locked by another process ({holder})")]
     LockHeld { path: PathBuf, holder: String },

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 mod capacity;
 pub mod child;
+pub mod distribute;
 pub mod docker;
 mod error;
 pub mod images;
