@@ -5,18 +5,19 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::RemoveImageOptions;
 use futures::StreamExt;
+use sandbox::child::{ChildSpec, SupervisedChild};
 use sandbox::distribute::{Distributed, distribute};
 use sandbox::{DockerBackend, SandboxError};
 
-/// A private dockerd, stopped and its folder removed on drop.
+/// A private dockerd; [`SecondEngine::stop`] ends it (SIGTERM), dropping it kills its tree.
 struct SecondEngine {
-    child: Child,
+    child: SupervisedChild,
     dir: tempfile::TempDir,
 }
 
@@ -26,27 +27,34 @@ impl SecondEngine {
             .prefix("rb-second-engine-")
             .tempdir_in("/var/tmp")
             .expect("tempdir");
-        let p = |rel: &str| dir.path().join(rel);
+        let p = |rel: &str| dir.path().join(rel).display().to_string();
         // An empty config file: the machine's /etc/docker/daemon.json sets a data root.
         std::fs::write(p("daemon.json"), "{}").expect("config");
-        let log = std::fs::File::create(p("log")).expect("log");
-        let child = Command::new("dockerd")
-            .arg("--config-file")
-            .arg(p("daemon.json"))
-            .arg("--data-root")
-            .arg(p("data"))
-            .arg("--exec-root")
-            .arg(p("exec"))
-            .arg("--pidfile")
-            .arg(p("pid"))
-            .arg("--host")
-            .arg(format!("unix://{}", p("sock").display()))
-            .args(["--bridge", "none", "--iptables=false", "--ip-masq=false"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("dockerd (Debian's docker.io) must be installed");
-        let engine = Self { child, dir };
+        let child = SupervisedChild::spawn(ChildSpec {
+            program: "dockerd".into(),
+            args: vec![
+                "--config-file".into(),
+                p("daemon.json"),
+                "--data-root".into(),
+                p("data"),
+                "--exec-root".into(),
+                p("exec"),
+                "--pidfile".into(),
+                p("pid"),
+                "--host".into(),
+                format!("unix://{}", p("sock")),
+                "--bridge".into(),
+                "none".into(),
+                "--iptables=false".into(),
+                "--ip-masq=false".into(),
+            ],
+            env: BTreeMap::new(),
+            clear_env: false,
+            cwd: dir.path().to_path_buf(),
+            limits: None,
+        })
+        .expect("dockerd (Debian's docker.io) must be installed");
+        let mut engine = Self { child, dir };
         let url = format!("unix://{}", engine.dir.path().join("sock").display());
         let started = Instant::now();
         loop {
@@ -55,33 +63,38 @@ impl SecondEngine {
             {
                 return (engine, b);
             }
+            if let Some(exit) = engine.child.try_exit() {
+                panic!(
+                    "the second dockerd exited ({exit:?}): {}",
+                    engine.child.stderr_tail()
+                );
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "the second dockerd did not start: {}",
-                std::fs::read_to_string(engine.dir.path().join("log")).unwrap_or_default()
+                "the second dockerd did not start within 60 s: {}",
+                engine.child.stderr_tail()
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
-    fn path(&self) -> &Path {
-        self.dir.path()
+    /// SIGTERM, then waits (up to 20 s) for it to exit; returns its folder (removed on return).
+    async fn stop(mut self) -> PathBuf {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.pid()).expect("pid"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill_tree();
+        }
+        self.dir.path().to_path_buf()
     }
 }
 
 impl Drop for SecondEngine {
     fn drop(&mut self) {
-        let pid = self.child.id();
-        let _ = Command::new("kill").arg(pid.to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill_tree();
     }
 }
 
@@ -199,9 +212,8 @@ async fn an_image_goes_to_another_engine_with_its_id_and_tag_and_only_once() {
             None,
         )
         .await;
-    let folder: PathBuf = second.path().to_path_buf();
     drop(there);
-    drop(second);
+    let folder = second.stop().await;
     assert!(!folder.exists(), "the second engine's folder is removed");
 }
 
