@@ -272,7 +272,8 @@ impl AgentCreations {
 
 /// A shell command making one call to the scripted model `scripted:<script>` through the model
 /// proxy the agent was given (its URL and dummy token from the environment); it fails when the
-/// proxy refuses the call.
+/// proxy answers with an error. A refused connection (no proxy listening: its green agent is
+/// restarting) is retried for up to 120 s, as the real agent CLIs retry.
 pub fn model_call_command(script: &str) -> String {
     format!(
         r#"python3 -c '
@@ -284,7 +285,18 @@ body = json.dumps({{"model": "scripted:{script}", "max_tokens": 16,
 req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
     headers={{"x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01",
              "content-type": "application/json"}})
-urllib.request.urlopen(req, timeout=20).read()
+import time, urllib.error
+deadline = time.time() + 120
+while True:
+    try:
+        urllib.request.urlopen(req, timeout=20).read()
+        break
+    except urllib.error.URLError as e:
+        # Nothing listening (the green agent restarting): the call never arrived, retry as
+        # the real CLIs do; anything else is an answer and ends the agent.
+        if not isinstance(e.reason, ConnectionRefusedError) or time.time() > deadline:
+            raise
+        time.sleep(0.5)
 '"#
     )
 }

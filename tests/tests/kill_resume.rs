@@ -138,13 +138,22 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     );
     for t in &trials {
         let score = t.result.as_ref().and_then(|r| r.score);
-        assert_eq!(
-            score,
-            Some(1.0),
-            "{} {}",
-            t.planned.agent,
-            t.planned.repeat_index
-        );
+        if score != Some(1.0) {
+            let attempts = store.attempts(&run_id, &t.planned.id).await;
+            panic!(
+                "{} {} scored {score:?}: {:#?}\nattempts: {attempts:#?}",
+                t.planned.agent,
+                t.planned.repeat_index,
+                t.result.as_ref().map(|r| (
+                    &r.outcome,
+                    &r.exit_code,
+                    &r.error,
+                    &r.flags,
+                    &r.phases,
+                    &r.grade_report
+                ))
+            );
+        }
     }
     // no completed trial lost or re-run
     for (id, finished_at) in &done_before {

@@ -444,7 +444,7 @@ async fn take_over(
     info!(%note, "reattached");
     let note = if prep.proxy_token.is_some() {
         format!(
-            "{note}; model usage before the restart is not counted (the proxy's meter died with the green agent)"
+            "{note}; model usage before the restart is not counted (the proxy's meter died with the green agent), and the model proxy was down from that death until this restart: model calls the agent made meanwhile were refused (agents that retry refused connections, as the Claude Code and Codex CLIs do, carry on)"
         )
     } else {
         note
