@@ -725,7 +725,7 @@ async fn over_http_the_runner_refuses_the_agent_wrong_tokens_and_huge_bodies() {
              \x20       open(p).read(); print('read', p)\n\
              \x20   except OSError as e:\n\
              \x20       print('denied', p)\n\
-             for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n\
+             for pid in [p for p in os.listdir('/proc') if p.isdigit() and p != str(os.getpid())]:\n\
              \x20   try:\n\
              \x20       cmd = open('/proc/%s/cmdline' % pid, 'rb').read()\n\
              \x20   except OSError:\n\

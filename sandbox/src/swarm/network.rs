@@ -122,7 +122,7 @@ pub(super) async fn create(
     let name = if private {
         super::service::service_name(format!("{}-iso", object_name(owner)))
     } else {
-        format!("{}-ovl", object_name(owner))
+        super::service::service_name(format!("{}-ovl", object_name(owner)))
     };
     let (overlay_id, overlay_name, subnet) = create_overlay(backend, owner, name).await?;
     let built = async {
