@@ -1,7 +1,8 @@
 //! `--backend swarm` on a single-node Swarm of this machine's engine (initialised for the test
 //! if the engine is in none, and left afterwards only then, through a machine-wide lease): the
 //! bundled suite with oracle and nop scores 1.0 and 0.0 on every task, leaves no service,
-//! network or container, and every trial's grade equals the docker backend's.
+//! network or container, and every trial's grade equals the docker backend's (swarm over the
+//! `http` transport: files and grading through each sandbox's runner).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,8 +16,14 @@ use sandbox::{Backend, DockerBackend, SwarmBackend};
 /// and the overlays' 10.214.0.0/16); the same as the sandbox crate's Swarm tests.
 const TEST_ADDR_POOL: &str = "10.217.0.0/16";
 
-/// Runs the bundled suite with oracle and nop on `backend`; returns the report's trials.
-async fn assess(backend: &str, results: &Path, run_id: &str) -> Vec<serde_json::Value> {
+/// Runs the bundled suite with oracle and nop on `backend` (with `env`); returns the report's
+/// trials.
+async fn assess(
+    backend: &str,
+    env: &BTreeMap<String, String>,
+    results: &Path,
+    run_id: &str,
+) -> Vec<serde_json::Value> {
     let out = run_green(
         &[
             "run",
@@ -33,7 +40,7 @@ async fn assess(backend: &str, results: &Path, run_id: &str) -> Vec<serde_json::
             "--results-dir",
             &results.display().to_string(),
         ],
-        &BTreeMap::new(),
+        env,
         Duration::from_secs(2400),
     )
     .await;
@@ -126,10 +133,13 @@ async fn check_suite() {
     let pid = std::process::id();
     let swarm_run = format!("e2e-swarm-{pid}");
     let docker_run = format!("e2e-swarm-docker-{pid}");
-    // Both backends at once (the engine is shared; grades must not depend on load).
+    // Both backends at once (the engine is shared; grades must not depend on load). Swarm
+    // over the `http` transport: files and grading through each sandbox's runner, not this
+    // engine's archive and exec APIs (the `engine` transport is the sandbox crate's tests').
+    let http = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "http".to_string())]);
     let (swarm_trials, docker_trials) = tokio::join!(
-        assess("swarm", results.path(), &swarm_run),
-        assess("docker", results.path(), &docker_run)
+        assess("swarm", &http, results.path(), &swarm_run),
+        assess("docker", &BTreeMap::new(), results.path(), &docker_run)
     );
 
     let tasks = std::fs::read_dir(e2e_tests::repo_root().join("tasks/examples"))

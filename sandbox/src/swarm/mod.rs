@@ -20,27 +20,62 @@
 //!   (the relay forwards to the alias [`SANDBOX_ALIAS`]). A sandbox without a network gets a
 //!   private internal overlay of its own (Swarm has no `none` network for services; without
 //!   any, a task lands on the default bridge, which reaches the internet).
-//! - **Files and execs** go through the local engine's archive and exec APIs on the task's
-//!   container, so every task is pinned to this node (`node.id==<this node>`, on top of the
-//!   configured placement constraints). Moving files and grading over HTTP, which would let
-//!   tasks run on other nodes, is **not built yet** (issue 19, item 1); neither is image
-//!   distribution to other nodes (`docker save | docker load` on each node would do).
-//! - **Hardening fallback**: older engines ignore `no_new_privileges` in a service spec (Docker
+//! - **Files and execs** take one of two transports ([`Transport`],
+//!   [`SwarmBackend::with_transport`]):
+//!   - `http` (the default): a **sandbox runner** (`runner.py`, stdlib Python run with
+//!     `python3 -I`) in each container serves over HTTP exactly what [`Sandbox`] needs: `PUT
+//!     /files` (one tar, extracted with the owners and modes in its headers, missing ancestors
+//!     root 0755, size-capped), `POST /exec` (argv, env, user, workdir, deadline, output cap →
+//!     exit code, capped stdout/stderr, truncation, timeout, OOM; the whole process group and
+//!     every descendant killed at the deadline), `GET /files?path=` (a tar of the path, links
+//!     never followed; the host checks it with the docker backend's own copy-out code:
+//!     escaping links, `..`, the byte cap), and the main command's exit, output and stop. The
+//!     runner reaches the container as a Swarm **config** (root-only 0400 at
+//!     `/run/rb-runner.py`), runs as root as the child of the container's init, and starts the
+//!     sandbox's own command (the agent adapter, or `sleep infinity` for a grader) as the
+//!     sandbox user with `no_new_privs` (set on itself: inherited by everything it starts, so
+//!     no setuid scan is needed), in its own process group; it stays up when the command
+//!     exits, so its workspace can still be copied out. `main_exit`, `wait_exit`, `logs` and
+//!     `stop` (SIGTERM, SIGKILL to the whole tree after the grace) are the command's. Every
+//!     request carries a per-sandbox 256-bit token, a Swarm **secret** mounted root-only 0400
+//!     (never in the environment or a command line, unreadable by the agent's uid); the runner
+//!     accepts connections only from the relay's overlay address (the agent, in the same
+//!     network namespace, gets its connections closed unread), bounds header lines and count,
+//!     body sizes (`Content-Length` only), socket time and concurrent connections. If the runner
+//!     dies, so does the container (it is the init's only child): nothing can take its port.
+//!     The host reaches the runner at the relay's bridge address on [`RUNNER_PORT`] (the relay
+//!     forwards it beside the sandbox's ports; nothing new is reachable *from* the sandbox); a
+//!     sandbox without a network gets a private overlay whose relay forwards the runner's port
+//!     only. Configs and secrets carry the platform's labels and go with the sandbox and with
+//!     the reaper. Tasks run on any node matching the placement constraints.
+//!   - `engine`: the local engine's archive and exec APIs on the task's container; every task
+//!     is pinned to this node (`node.id==<this node>`, on top of the configured constraints).
+//!
+//!   `http` is the default: it is what lets trials leave this node, it passes the same tests
+//!   (and the bundled suite grades identically to the docker backend over it), and on this
+//!   engine it is no slower (see README "Swarm backend" for the numbers). **Images on other
+//!   nodes** are not distributed (no registry; `docker save | docker load` on each node would
+//!   do): a service names its image by **id**, so a node lacking that exact image cannot run
+//!   the task (Swarm rejects it there and it stays pending or fails). The relays and fenced
+//!   bridges stay on this node; overlays span the cluster.
+//! - **Hardening fallback** (`engine` transport, or a runner that could not set
+//!   `no_new_privs`): older engines ignore `no_new_privileges` in a service spec (Docker
 //!   20.10, API 1.41, does); when the task's container does not carry `no-new-privileges`,
 //!   setuid/setgid bits are removed from the container's root filesystem (a root `chmod` of the
 //!   image's setuid/setgid files, listed once per image from its layer folders on this host, see
 //!   `setid`) before the sandbox is handed out, so no program in it can raise its privileges.
 //! - **Capacity** ([`Backend::capacity`], `nodes`): every node's CPUs and memory, the memory
 //!   reserved by the tasks assigned to it (by run for the platform's), and whether it takes
-//!   the backend's services (`ready`, `active`, matching every placement constraint: with the
-//!   pin above, only this node does). The green agent admits trials against it.
+//!   the backend's services (`ready`, `active`, matching every placement constraint: over
+//!   `http` every such node; with the `engine` pin only this one). The green agent admits
+//!   trials against it.
 //! - **A node that leaves** (drained, down, removed): the orchestrator shuts its tasks down.
 //!   A sandbox whose task was taken off its node answers [`SandboxError::NodeLost`] (naming
 //!   the node and why) from [`Sandbox::wait_exit`] (its task is watched every second while
 //!   waited on), [`Sandbox::main_exit`], and any copy or exec that fails or ends unsuccessfully
 //!   meanwhile, so the trial's attempt is an infrastructure failure, never the agent's.
-//! - **Reaping**: services of dead runs first (their tasks' containers go with them), then the
-//!   docker backend's reaper (containers, relays, networks, volumes), then overlays whose
+//! - **Reaping**: services of dead runs first (their tasks' containers go with them), their
+//!   runners' configs and secrets, then the docker backend's reaper (containers, relays, networks, volumes), then overlays whose
 //!   endpoints were still being released.
 
 mod cluster;
