@@ -394,10 +394,7 @@ async fn create_backend(
                 .swarm_subnet_pool
                 .parse()
                 .map_err(RunError::Docker)?;
-            let transport = settings
-                .swarm_transport
-                .parse()
-                .map_err(RunError::Docker)?;
+            let transport = settings.swarm_transport.parse().map_err(RunError::Docker)?;
             let swarm = sandbox::SwarmBackend::new(docker, relay)
                 .await
                 .map_err(RunError::Docker)?

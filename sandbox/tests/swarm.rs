@@ -258,10 +258,16 @@ async fn one_replica_service(backend: SwarmBackend, image: String) {
             ]))
             .await
             .expect("exec");
-        assert_eq!(text(&out.stdout), "1000\n/workspace\nhi there\n1000\n", "{out:?}");
+        assert_eq!(
+            text(&out.stdout),
+            "1000\n/workspace\nhi there\n1000\n",
+            "{out:?}"
+        );
         let host = tempfile::tempdir().expect("tempdir");
         std::fs::write(host.path().join("x.txt"), "payload").expect("write");
-        sb.copy_in(host.path(), "/workspace/in").await.expect("copy in");
+        sb.copy_in(host.path(), "/workspace/in")
+            .await
+            .expect("copy in");
         let back = tempfile::tempdir().expect("tempdir");
         sb.copy_out("/workspace/in", &back.path().join("out"), 1 << 20)
             .await
@@ -306,7 +312,10 @@ async fn one_replica_service(backend: SwarmBackend, image: String) {
         assert!(!stdout.contains("00000000"), "no default route: {stdout}");
         assert!(stdout.contains("no-resolve"), "{stdout}");
         assert_eq!(stdout.matches("no-connect").count(), 3, "{stdout}");
-        let err = sb.host_address().await.expect_err("no address without a network");
+        let err = sb
+            .host_address()
+            .await
+            .expect_err("no address without a network");
         assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
 
         // A stopped task stays stopped (restart condition none).
@@ -316,7 +325,11 @@ async fn one_replica_service(backend: SwarmBackend, image: String) {
 
         sb.remove().await.expect("remove");
         sb.remove().await.expect("remove is idempotent");
-        assert_eq!(settle(&backend, &run).await, (0, 0, 0), "service, container and overlay gone");
+        assert_eq!(
+            settle(&backend, &run).await,
+            (0, 0, 0),
+            "service, container and overlay gone"
+        );
         assert_eq!(configs_and_secrets(&backend, &run).await, (0, 0));
     }
 }
@@ -404,7 +417,11 @@ async fn the_reaper_removes_a_runs_services_relays_and_networks() {
         let (services, containers, networks) = objects_of_run(&backend, &run).await;
         // Over http the grader's private overlay has a relay (to its runner) and a bridge too.
         let http = usize::from(backend.transport() == Transport::Http);
-        assert_eq!((services, containers), (2, 3 + http), "two tasks and the relays");
+        assert_eq!(
+            (services, containers),
+            (2, 3 + http),
+            "two tasks and the relays"
+        );
         assert_eq!(
             networks,
             3 + http,
@@ -589,13 +606,23 @@ async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_seman
         // copy_in: the directory and its missing parents as the sandbox user.
         sb.copy_in(&dir, "/workspace/p/q").await.expect("copy in");
         let out = sb
-            .exec(exec(&["stat", "-c", "%u %a", "/workspace/p", "/workspace/p/q"]))
+            .exec(exec(&[
+                "stat",
+                "-c",
+                "%u %a",
+                "/workspace/p",
+                "/workspace/p/q",
+            ]))
             .await
             .expect("stat");
         assert_eq!(text(&out.stdout), "1000 755\n1000 755\n");
 
         // Exec: env, workdir, user, HOME, exit codes, stderr.
-        let mut r = exec(&["sh", "-c", "echo $X; pwd; id -u; echo $HOME; echo oops >&2; exit 3"]);
+        let mut r = exec(&[
+            "sh",
+            "-c",
+            "echo $X; pwd; id -u; echo $HOME; echo oops >&2; exit 3",
+        ]);
         r.env.insert("X".into(), "1".into());
         r.workdir = Some("/tmp".into());
         r.user = Some("0".into());
@@ -621,7 +648,11 @@ async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_seman
         assert_eq!(out.exit_code, Some(0));
 
         // Deadline: the whole process tree is killed, reported as timed out.
-        let mut r = exec(&["sh", "-c", "sleep 300 & echo $! > /tmp/bg; echo waiting; sleep 300"]);
+        let mut r = exec(&[
+            "sh",
+            "-c",
+            "sleep 300 & echo $! > /tmp/bg; echo waiting; sleep 300",
+        ]);
         r.timeout = Duration::from_secs(2);
         let began = Instant::now();
         let out = sb.exec(r).await.expect("exec");
@@ -630,7 +661,11 @@ async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_seman
         assert_eq!(text(&out.stdout), "waiting\n");
         assert!(began.elapsed() < Duration::from_secs(20));
         let out = sb
-            .exec(exec(&["sh", "-c", "kill -0 $(cat /tmp/bg) 2>/dev/null && echo alive || echo gone"]))
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "kill -0 $(cat /tmp/bg) 2>/dev/null && echo alive || echo gone",
+            ]))
             .await
             .expect("exec");
         assert_eq!(text(&out.stdout), "gone\n", "the background child died too");
@@ -652,7 +687,10 @@ async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_seman
             .copy_out("/workspace/out", &back.path().join("a"), 1 << 20)
             .await
             .expect_err("an escaping link is refused");
-        assert!(matches!(err, SandboxError::PathOutsideSandbox { .. }), "{err}");
+        assert!(
+            matches!(err, SandboxError::PathOutsideSandbox { .. }),
+            "{err}"
+        );
         let copied = sb
             .copy_out_with(
                 "/workspace/out",
@@ -682,7 +720,10 @@ async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_seman
             .copy_out("/workspace/../etc", &back.path().join("e"), 1000)
             .await
             .expect_err("outside");
-        assert!(matches!(err, SandboxError::PathOutsideSandbox { .. }), "{err}");
+        assert!(
+            matches!(err, SandboxError::PathOutsideSandbox { .. }),
+            "{err}"
+        );
 
         // The main command: its output, its stop (SIGTERM, its own exit code), and copies out
         // after it ended.

@@ -229,7 +229,10 @@ async fn upload_spool(
 
 /// Builds one tar, rooted at `/`, holding every item at its destination, and spools it to a
 /// temp file.
-pub(crate) fn spool_items(items: &[CopyIn], default_owner: (u32, u32)) -> Result<std::fs::File, SandboxError> {
+pub(crate) fn spool_items(
+    items: &[CopyIn],
+    default_owner: (u32, u32),
+) -> Result<std::fs::File, SandboxError> {
     let tmp_err = |source| SandboxError::Io {
         path: std::env::temp_dir(),
         source,

@@ -207,17 +207,19 @@ impl Runner {
             .body(body)
             .map_err(|e| self.error(operation, "building the request failed", Some(e.into())))?;
         let exchange = async {
-            let stream =
-                tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(self.address))
-                    .await
-                    .map_err(|_| self.error(operation, "connecting timed out", None))?
-                    .map_err(|e| {
-                        self.error(
-                            operation,
-                            format!("connecting to {} failed", self.address),
-                            Some(e.into()),
-                        )
-                    })?;
+            let stream = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                tokio::net::TcpStream::connect(self.address),
+            )
+            .await
+            .map_err(|_| self.error(operation, "connecting timed out", None))?
+            .map_err(|e| {
+                self.error(
+                    operation,
+                    format!("connecting to {} failed", self.address),
+                    Some(e.into()),
+                )
+            })?;
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                     .await
@@ -255,8 +257,9 @@ impl Runner {
             let mut stream = response.into_body().into_data_stream();
             let mut out = Vec::new();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk
-                    .map_err(|e| self.error(operation, "reading the answer failed", Some(e.into())))?;
+                let chunk = chunk.map_err(|e| {
+                    self.error(operation, "reading the answer failed", Some(e.into()))
+                })?;
                 if out.len() + chunk.len() > cap {
                     return Err(self.error(
                         operation,
@@ -288,7 +291,10 @@ impl Runner {
                 path: path.to_string(),
             };
         }
-        let detail = match self.read_body(operation, response, SMALL_ANSWER, SHORT).await {
+        let detail = match self
+            .read_body(operation, response, SMALL_ANSWER, SHORT)
+            .await
+        {
             Ok(body) => serde_json::from_slice::<ErrorAnswer>(&body)
                 .map(|e| e.error)
                 .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned()),
@@ -461,9 +467,7 @@ impl Runner {
             .send("copy out", Method::GET, &path, empty(), None, SHORT)
             .await?;
         if !response.status().is_success() {
-            return Err(self
-                .refused("copy out", response, Some(sandbox_path))
-                .await);
+            return Err(self.refused("copy out", response, Some(sandbox_path)).await);
         }
         let stream = response.into_body().into_data_stream();
         let copy = extract_stream(stream, sandbox_path, host_dest, max_bytes, links);
@@ -477,11 +481,9 @@ impl Runner {
         match (extracted, stream_error) {
             // A refusal or the cap stops the download: that is the answer.
             (Err(e), _) => Err(e),
-            (Ok(_), Some(e)) => Err(self.error(
-                "copy out",
-                "the tar stream broke off",
-                Some(e.into()),
-            )),
+            (Ok(_), Some(e)) => {
+                Err(self.error("copy out", "the tar stream broke off", Some(e.into())))
+            }
             (Ok(copied), None) => Ok(copied),
         }
     }

@@ -16,8 +16,7 @@ use bollard::query_parameters::ListTasksOptions;
 use super::runner::{MAX_UPLOAD, RUNNER_PATH, RUNNER_PORT, Runner, TOKEN_FILE};
 use super::secrets::RunnerObjects;
 use super::{
-    Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network,
-    secrets,
+    Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network, secrets,
 };
 use crate::docker::{
     DEFAULT_USER, DockerSandbox, api_error, object_labels, object_name, remove_container,
@@ -221,9 +220,12 @@ pub(super) async fn create(
                 (id, None, Some(relay))
             }
             NetworkPolicy::None => {
-                let (id, _, _) =
-                    network::create_overlay(backend, &spec.owner, service_name(format!("{name}-iso")))
-                        .await?;
+                let (id, _, _) = network::create_overlay(
+                    backend,
+                    &spec.owner,
+                    service_name(format!("{name}-iso")),
+                )
+                .await?;
                 private_network = Some(PrivateNetwork::Bare(id.clone()));
                 (id, None, None)
             }
@@ -331,7 +333,9 @@ pub(super) async fn create(
                     remove(backend, id, None, None).await?;
                 }
                 match &private_network {
-                    Some(PrivateNetwork::Bare(net)) => network::remove_overlay(backend, net).await?,
+                    Some(PrivateNetwork::Bare(net)) => {
+                        network::remove_overlay(backend, net).await?
+                    }
                     Some(PrivateNetwork::Relayed(handle)) => {
                         network::remove(backend, handle).await?
                     }
