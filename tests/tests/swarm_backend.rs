@@ -137,9 +137,10 @@ async fn check_suite() {
     // over the `http` transport: files and grading through each sandbox's runner, not this
     // engine's archive and exec APIs (the `engine` transport is the sandbox crate's tests').
     let http = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "http".to_string())]);
+    let none = BTreeMap::new();
     let (swarm_trials, docker_trials) = tokio::join!(
         assess("swarm", &http, results.path(), &swarm_run),
-        assess("docker", &BTreeMap::new(), results.path(), &docker_run)
+        assess("docker", &none, results.path(), &docker_run)
     );
 
     let tasks = std::fs::read_dir(e2e_tests::repo_root().join("tasks/examples"))

@@ -137,8 +137,10 @@ pub(super) async fn create(
             link.clone(),
             gateway,
             relay_overlay,
-            allowed_host_port,
-            private,
+            Forwards {
+                to_sandbox: sandbox_ports(backend, private),
+                allowed_host_port,
+            },
         )
         .await;
         match relay {
@@ -175,6 +177,28 @@ pub(super) async fn create(
     })
 }
 
+/// What a relay forwards.
+struct Forwards {
+    /// Ports of the sandbox the host reaches at the relay's bridge address.
+    to_sandbox: Vec<u16>,
+    /// The host port the sandbox reaches at the relay's overlay address.
+    allowed_host_port: Option<u16>,
+}
+
+/// Host → sandbox: its forwarded ports (not for a private network) and, over `http`, the
+/// sandbox runner's. Nothing new is reachable from the sandbox.
+fn sandbox_ports(backend: &SwarmBackend, private: bool) -> Vec<u16> {
+    let mut ports: Vec<u16> = if private {
+        Vec::new()
+    } else {
+        backend.forwarded_ports.clone()
+    };
+    if backend.transport == super::Transport::Http {
+        ports.push(super::runner::RUNNER_PORT);
+    }
+    ports
+}
+
 /// Starts the relay on `link` (at the address after `gateway`) and the overlay (at
 /// `relay_overlay`), and waits until it listens.
 async fn start_relay(
@@ -184,25 +208,16 @@ async fn start_relay(
     link: NetworkHandle,
     gateway: IpAddr,
     relay_overlay: Ipv4Addr,
-    allowed_host_port: Option<u16>,
-    private: bool,
+    forwards: Forwards,
 ) -> Result<Relay, SandboxError> {
     let docker = backend.docker.client();
     let endpoint = &backend.docker.endpoint;
     let host_address = next_address(gateway).ok_or_else(|| {
         SandboxError::InvalidSpec(format!("bridge gateway {gateway} leaves no relay address"))
     })?;
-    // Host → sandbox: its forwarded ports (not for a private network) and, over `http`, the
-    // sandbox runner. Nothing new is reachable from the sandbox.
-    let mut ports: Vec<u16> = if private {
-        Vec::new()
-    } else {
-        backend.forwarded_ports.clone()
-    };
-    if backend.transport == super::Transport::Http {
-        ports.push(super::runner::RUNNER_PORT);
-    }
-    let mut forwards: Vec<String> = ports
+    let allowed_host_port = forwards.allowed_host_port;
+    let mut forwards: Vec<String> = forwards
+        .to_sandbox
         .iter()
         .map(|p| format!("{host_address}:{p}={}:{p}", super::SANDBOX_ALIAS))
         .collect();
