@@ -1,8 +1,9 @@
 //! `--backend swarm` on a single-node Swarm of this machine's engine (initialised for the test
 //! if the engine is in none, and left afterwards only then, through a machine-wide lease): the
 //! bundled suite with oracle and nop scores 1.0 and 0.0 on every task, leaves no service,
-//! network or container, and every trial's grade equals the docker backend's (swarm over the
-//! `http` transport: files and grading through each sandbox's runner).
+//! network or container, and every trial's grade equals the docker backend's, over both swarm
+//! transports (`http`: files and grading through each sandbox's runner; `engine`: through this
+//! engine).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -133,16 +134,26 @@ async fn check_suite() {
     let pid = std::process::id();
     let swarm_run = format!("e2e-swarm-{pid}");
     let docker_run = format!("e2e-swarm-docker-{pid}");
-    // Both backends at once (the engine is shared; grades must not depend on load). Swarm
-    // over the `http` transport: files and grading through each sandbox's runner, not this
-    // engine's archive and exec APIs (the `engine` transport is the sandbox crate's tests').
+    let engine_run = format!("e2e-swarm-engine-{pid}");
+    // Every backend at once (the engine is shared; grades must not depend on load): swarm over
+    // the `http` transport (files and grading through each sandbox's runner) and over the
+    // `engine` transport (this engine's archive and exec APIs), and docker.
+    // The two swarm runs take their overlays from apart pools (two processes allocating from
+    // one pool could race for a subnet).
     let http = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "http".to_string())]);
+    let engine_env = BTreeMap::from([
+        ("RB_SWARM_TRANSPORT".to_string(), "engine".to_string()),
+        (
+            "RB_SWARM_SUBNET_POOL".to_string(),
+            "10.216.0.0/16:26".to_string(),
+        ),
+    ]);
     let none = BTreeMap::new();
-    let (swarm_trials, docker_trials) = tokio::join!(
+    let (swarm_trials, engine_trials, docker_trials) = tokio::join!(
         assess("swarm", &http, results.path(), &swarm_run),
+        assess("swarm", &engine_env, results.path(), &engine_run),
         assess("docker", &none, results.path(), &docker_run)
     );
-
     let tasks = std::fs::read_dir(e2e_tests::repo_root().join("tasks/examples"))
         .expect("examples")
         .filter(|e| {
@@ -178,11 +189,21 @@ async fn check_suite() {
         swarm.keys().collect::<Vec<_>>(),
         docker.keys().collect::<Vec<_>>()
     );
+    let engine = by_pair(&engine_trials);
+    assert_eq!(
+        engine.keys().collect::<Vec<_>>(),
+        docker.keys().collect::<Vec<_>>()
+    );
     for (pair, s) in &swarm {
         assert_eq!(
             grade_essence(s),
             grade_essence(&docker[pair]),
-            "{pair:?}: the swarm grade differs from the docker grade"
+            "{pair:?}: the swarm (http) grade differs from the docker grade"
+        );
+        assert_eq!(
+            grade_essence(&engine[pair]),
+            grade_essence(&docker[pair]),
+            "{pair:?}: the swarm (engine) grade differs from the docker grade"
         );
     }
 
@@ -192,11 +213,13 @@ async fn check_suite() {
     let swarm_backend = SwarmBackend::new(engine.clone(), relay)
         .await
         .expect("swarm backend");
-    assert_eq!(
-        swarm_backend.reap(Some(&swarm_run)).await.expect("reap"),
-        0,
-        "no service, container or network of the swarm run is left"
-    );
+    for run in [&swarm_run, &engine_run] {
+        assert_eq!(
+            swarm_backend.reap(Some(run)).await.expect("reap"),
+            0,
+            "no service, container, network, config or secret of {run} is left"
+        );
+    }
     assert_eq!(
         engine.reap(Some(&docker_run)).await.expect("reap"),
         0,

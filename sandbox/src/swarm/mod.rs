@@ -52,7 +52,7 @@
 //!     is pinned to this node (`node.id==<this node>`, on top of the configured constraints).
 //!
 //!   `http` is the default: it is what lets trials leave this node, it passes the same tests
-//!   (and the bundled suite grades identically to the docker backend over it), and on this
+//!   (and the bundled suite grades identically to the docker backend over both), and on this
 //!   engine it is no slower (see README "Swarm backend" for the numbers). **Images on other
 //!   nodes** are not distributed (no registry; `docker save | docker load` on each node would
 //!   do): a service names its image by **id**, so a node lacking that exact image cannot run
