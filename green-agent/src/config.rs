@@ -208,14 +208,17 @@ settings! {
     /// canceled.
     [long] input_reply: val String = "No further input is available; finish the task with what you have.".into();
     /// Where sandboxes run: `docker` (containers on this engine) or `swarm` (Docker Swarm
-    /// services on per-trial overlay networks; the engine must be a Swarm manager, and tasks stay
-    /// on this node until files move over HTTP).
+    /// services on per-trial overlay networks; the engine must be a Swarm manager).
     [long] backend: val BackendKind = BackendKind::Docker;
     /// `--backend swarm`: subnet pool of the per-trial overlays, `A.B.C.D/N:M` (subnets of /M).
     [long] swarm_subnet_pool: val String = sandbox::swarm::DEFAULT_OVERLAY_POOL.into();
     /// `--backend swarm`: extra placement constraints of every service, comma-separated (e.g.
     /// `node.labels.rb==yes`).
     [long] swarm_constraints: opt String = None;
+    /// `--backend swarm`: how files and execs reach the sandboxes: `http` (each sandbox's runner,
+    /// through its network's relay; tasks run on any node matching the constraints) or `engine`
+    /// (this engine's archive and exec APIs; tasks pinned to this node).
+    [long] swarm_transport: val String = sandbox::swarm::Transport::default().as_str().into();
   file_only:
     /// A panel of judges voting by majority (TOML `[[judges]]` tables), instead of
     /// `judge_model`. Each member's `api_key_env` follows the rule of `judge_api_key_env`.
@@ -433,6 +436,12 @@ impl Settings {
                 reason: e.to_string(),
             });
         }
+        if let Err(e) = self.swarm_transport.parse::<sandbox::swarm::Transport>() {
+            return Err(ConfigError::Invalid {
+                name: "swarm_transport",
+                reason: e.to_string(),
+            });
+        }
         if let Some(spec) = &self.agent_header {
             parse_agent_headers(spec).map_err(|reason| ConfigError::Invalid {
                 name: "agent_header",
@@ -641,6 +650,13 @@ mod tests {
         assert_eq!(s.backend, BackendKind::Docker);
         assert_eq!(s.swarm_subnet_pool, sandbox::swarm::DEFAULT_OVERLAY_POOL);
         assert!(s.swarm_constraint_list().is_empty());
+        assert_eq!(s.swarm_transport, "http");
+        let engine = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "engine".to_string())]);
+        let s = Settings::resolve(None, &engine, &Layer::default()).expect("resolve");
+        assert_eq!(s.swarm_transport, "engine");
+        let bad = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "ssh".to_string())]);
+        let e = Settings::resolve(None, &bad, &Layer::default()).expect_err("bad transport");
+        assert!(e.to_string().contains("use `engine` or `http`"), "{e}");
         let env = BTreeMap::from([
             ("RB_BACKEND".to_string(), "swarm".to_string()),
             (

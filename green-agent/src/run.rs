@@ -394,9 +394,11 @@ async fn create_backend(
                 .swarm_subnet_pool
                 .parse()
                 .map_err(RunError::Docker)?;
+            let transport = settings.swarm_transport.parse().map_err(RunError::Docker)?;
             let swarm = sandbox::SwarmBackend::new(docker, relay)
                 .await
                 .map_err(RunError::Docker)?
+                .with_transport(transport)
                 .with_overlay_pool(pool)
                 .with_constraints(settings.swarm_constraint_list())
                 .with_forwarded_ports(vec![white_agent_adapter::contract::DEFAULT_PORT]);

@@ -61,6 +61,16 @@ pub enum SandboxError {
         node_id: String,
         why: String,
     },
+    /// The sandbox runner of a swarm sandbox (its HTTP transport) could not be reached or
+    /// answered an error.
+    #[error("the sandbox runner of `{service}` failed `{operation}`: {detail}")]
+    Runner {
+        service: String,
+        operation: &'static str,
+        detail: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     #[error("path `{path}` is outside the sandbox (no `..`, no symlink leaving the copied tree)")]
     PathOutsideSandbox { path: String },
     #[error("`{path}` holds at least {size} bytes, over the copy-out cap of {cap} bytes")]

@@ -1,7 +1,8 @@
 //! Isolated execution for the platform: the **only** crate that talks to Docker or spawns processes.
 //!
 //! [`DockerBackend`] (containers, through bollard) and [`SwarmBackend`] (Docker Swarm services
-//! on per-trial overlays; files and execs still through this node's engine) implement
+//! on per-trial overlays; files and execs through a sandbox runner over HTTP, or this node's
+//! engine) implement
 //! [`Backend`]; so does [`KubeBackend`], a skeleton over kube-rs (Pods and NetworkPolicies,
 //! tested against a mock API server only, never run on a cluster, exec and copies not built). Higher crates create a
 //! [`Sandbox`] from a [`SandboxSpec`], copy files in, [`Sandbox::exec`] commands with deadlines

@@ -16,9 +16,10 @@ use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions, List
 use common::{
     banner_at, host_listeners, python_image, reach_probe, run_id, serve_8700, spec, text,
 };
-use sandbox::swarm::{Availability, ensure_single_node_swarm, leave_swarm_if_ours};
+use sandbox::swarm::{Availability, Transport, ensure_single_node_swarm, leave_swarm_if_ours};
 use sandbox::{
-    Backend, DockerBackend, ExecRequest, NetworkPolicy, SandboxError, SwarmBackend, labels,
+    Backend, CopyIn, DockerBackend, EscapingLinks, ExecRequest, NetworkPolicy, SandboxError,
+    SwarmBackend, labels,
 };
 
 /// The ingress pool of a Swarm these tests initialise (apart from the platform's
@@ -29,9 +30,18 @@ fn lease_file() -> std::path::PathBuf {
     std::env::temp_dir().join("research-bench-swarm-lease.json")
 }
 
-/// Runs `body` with a swarm backend on a single-node Swarm lease, releasing the lease even
-/// when `body` panics.
+/// Runs `body` with a swarm backend (its default transport) on a single-node Swarm lease,
+/// releasing the lease even when `body` panics.
 async fn with_swarm<F, Fut>(body: F)
+where
+    F: FnOnce(SwarmBackend, String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    with_swarm_over(Transport::default(), body).await;
+}
+
+/// [`with_swarm`] over `transport`.
+async fn with_swarm_over<F, Fut>(transport: Transport, body: F)
 where
     F: FnOnce(SwarmBackend, String) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
@@ -45,6 +55,7 @@ where
         .expect("a single-node Swarm");
     let outcome = match SwarmBackend::new(docker.clone(), image.clone()).await {
         Ok(backend) => {
+            let backend = backend.with_transport(transport);
             // A test that drains the node leaves it active again, even when it panics.
             let node = backend.node_id().to_owned();
             let was_active = node_usable(&backend).await;
@@ -127,6 +138,26 @@ async fn objects_of_run(backend: &SwarmBackend, run: &str) -> (usize, usize, usi
     (services, containers, networks)
 }
 
+/// Configs and secrets of `run` on the engine.
+async fn configs_and_secrets(backend: &SwarmBackend, run: &str) -> (usize, usize) {
+    let docker = backend.docker().client();
+    let configs = docker
+        .list_configs(Some(bollard::query_parameters::ListConfigsOptions {
+            filters: Some(run_filter(run)),
+        }))
+        .await
+        .expect("configs")
+        .len();
+    let secrets = docker
+        .list_secrets(Some(bollard::query_parameters::ListSecretsOptions {
+            filters: Some(run_filter(run)),
+        }))
+        .await
+        .expect("secrets")
+        .len();
+    (configs, secrets)
+}
+
 /// Waits (a few seconds at most) for Swarm to finish tearing down what was removed.
 async fn settle(backend: &SwarmBackend, run: &str) -> (usize, usize, usize) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -141,8 +172,18 @@ async fn settle(backend: &SwarmBackend, run: &str) -> (usize, usize, usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid() {
-    with_swarm(|backend, image| async move {
-        let run = run_id("swarm-service");
+    with_swarm_over(Transport::Engine, one_replica_service).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_a_sandbox_is_a_one_replica_service_without_network_and_without_setuid() {
+    with_swarm_over(Transport::Http, one_replica_service).await;
+}
+
+async fn one_replica_service(backend: SwarmBackend, image: String) {
+    {
+        let transport = backend.transport();
+        let run = run_id(&format!("swarm-service-{transport}"));
         let mut s = spec(&image, &run);
         s.env.insert("GREETING".into(), "hi there".into());
         let sb = backend.create(s).await.expect("create");
@@ -190,9 +231,11 @@ async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid()
         let constraints = task
             .placement
             .and_then(|p| p.constraints)
-            .expect("constraints");
-        assert!(
+            .unwrap_or_default();
+        // Pinned to this node only when files and execs go through this engine.
+        assert_eq!(
             constraints.contains(&format!("node.id=={}", backend.node_id())),
+            transport == Transport::Engine,
             "{constraints:?}"
         );
         // The task's container carries the labels too (the docker reaper sees it).
@@ -215,10 +258,16 @@ async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid()
             ]))
             .await
             .expect("exec");
-        assert_eq!(text(&out.stdout), "1000\n/workspace\nhi there\n1000\n", "{out:?}");
+        assert_eq!(
+            text(&out.stdout),
+            "1000\n/workspace\nhi there\n1000\n",
+            "{out:?}"
+        );
         let host = tempfile::tempdir().expect("tempdir");
         std::fs::write(host.path().join("x.txt"), "payload").expect("write");
-        sb.copy_in(host.path(), "/workspace/in").await.expect("copy in");
+        sb.copy_in(host.path(), "/workspace/in")
+            .await
+            .expect("copy in");
         let back = tempfile::tempdir().expect("tempdir");
         sb.copy_out("/workspace/in", &back.path().join("out"), 1 << 20)
             .await
@@ -263,7 +312,10 @@ async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid()
         assert!(!stdout.contains("00000000"), "no default route: {stdout}");
         assert!(stdout.contains("no-resolve"), "{stdout}");
         assert_eq!(stdout.matches("no-connect").count(), 3, "{stdout}");
-        let err = sb.host_address().await.expect_err("no address without a network");
+        let err = sb
+            .host_address()
+            .await
+            .expect_err("no address without a network");
         assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
 
         // A stopped task stays stopped (restart condition none).
@@ -273,9 +325,13 @@ async fn a_sandbox_is_a_one_replica_service_without_network_and_without_setuid()
 
         sb.remove().await.expect("remove");
         sb.remove().await.expect("remove is idempotent");
-        assert_eq!(settle(&backend, &run).await, (0, 0, 0), "service, container and overlay gone");
-    })
-    .await;
+        assert_eq!(
+            settle(&backend, &run).await,
+            (0, 0, 0),
+            "service, container and overlay gone"
+        );
+        assert_eq!(configs_and_secrets(&backend, &run).await, (0, 0));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -359,16 +415,29 @@ async fn the_reaper_removes_a_runs_services_relays_and_networks() {
         let _agent = backend.create(s).await.expect("create");
         let _grader = backend.create(spec(&image, &run)).await.expect("create");
         let (services, containers, networks) = objects_of_run(&backend, &run).await;
-        assert_eq!((services, containers), (2, 3), "two tasks and a relay");
+        // Over http the grader's private overlay has a relay (to its runner) and a bridge too.
+        let http = usize::from(backend.transport() == Transport::Http);
         assert_eq!(
-            networks, 3,
-            "trial overlay, its bridge, the grader's overlay"
+            (services, containers),
+            (2, 3 + http),
+            "two tasks and the relays"
+        );
+        assert_eq!(
+            networks,
+            3 + http,
+            "trial overlay, its bridge, the grader's overlay (and bridge)"
+        );
+        assert_eq!(
+            configs_and_secrets(&backend, &run).await,
+            (2 * http, 2 * http),
+            "a runner config and a token secret per sandbox over http"
         );
         // A live owner's objects stay when only the dead are reaped.
         assert_eq!(backend.reap_dead(Some(&run)).await.expect("reap"), 0);
         let removed = backend.reap(Some(&run)).await.expect("reap");
         assert!(removed >= 3, "services and the relay at least: {removed}");
         assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+        assert_eq!(configs_and_secrets(&backend, &run).await, (0, 0));
     })
     .await;
 }
@@ -472,6 +541,290 @@ async fn capacity_counts_reservations_by_run_and_a_drained_node_loses_its_tasks(
             "node loss seen by wait_exit {:.1} s after the drain",
             took.as_secs_f64()
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_semantics() {
+    with_swarm_over(Transport::Http, |backend, image| async move {
+        let run = run_id("swarm-http-ops");
+        let mut s = spec(&image, &run);
+        s.command = Some(vec![
+            "sh".into(),
+            "-c".into(),
+            "echo started; trap 'echo bye; exit 7' TERM; while :; do sleep 0.2; done".into(),
+        ]);
+        let sb = backend.create_sandbox(s).await.expect("create");
+        assert_eq!(sb.transport(), Transport::Http);
+
+        // Copy in: owners and modes as asked, missing ancestors root 0755, one upload.
+        let host = tempfile::tempdir().expect("tempdir");
+        let dir = host.path().join("d");
+        std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+        std::fs::write(dir.join("a.txt"), "alpha").expect("write");
+        std::fs::write(dir.join("sub/b.sh"), "#!/bin/sh\necho b\n").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("sub/b.sh"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let file = host.path().join("f.txt");
+        std::fs::write(&file, "secret").expect("write");
+        sb.copy_in_many(&[
+            CopyIn::new(&dir, "/opt/task/data")
+                .owned_by(0, 0)
+                .with_mode(0o750),
+            CopyIn::new(&file, "/deep/new/f.txt")
+                .owned_by(1234, 1234)
+                .with_mode(0o600),
+            CopyIn::new(&dir, "/workspace/mine"),
+        ])
+        .await
+        .expect("copy in many");
+        let mut root = exec(&[
+            "stat",
+            "-c",
+            "%n %u:%g %a",
+            "/opt/task/data",
+            "/opt/task",
+            "/deep",
+            "/deep/new",
+            "/deep/new/f.txt",
+            "/workspace/mine",
+            "/workspace/mine/sub/b.sh",
+            "/opt/task/data/a.txt",
+        ]);
+        root.user = Some("0".into());
+        let out = sb.exec(root).await.expect("stat");
+        assert_eq!(
+            text(&out.stdout),
+            "/opt/task/data 0:0 750\n/opt/task 0:0 755\n/deep 0:0 755\n/deep/new 0:0 755\n\
+             /deep/new/f.txt 1234:1234 600\n/workspace/mine 1000:1000 755\n\
+             /workspace/mine/sub/b.sh 1000:1000 755\n/opt/task/data/a.txt 0:0 644\n",
+            "{}",
+            text(&out.stderr)
+        );
+        // copy_in: the directory and its missing parents as the sandbox user.
+        sb.copy_in(&dir, "/workspace/p/q").await.expect("copy in");
+        let out = sb
+            .exec(exec(&[
+                "stat",
+                "-c",
+                "%u %a",
+                "/workspace/p",
+                "/workspace/p/q",
+            ]))
+            .await
+            .expect("stat");
+        assert_eq!(text(&out.stdout), "1000 755\n1000 755\n");
+
+        // Exec: env, workdir, user, HOME, exit codes, stderr.
+        let mut r = exec(&[
+            "sh",
+            "-c",
+            "echo $X; pwd; id -u; echo $HOME; echo oops >&2; exit 3",
+        ]);
+        r.env.insert("X".into(), "1".into());
+        r.workdir = Some("/tmp".into());
+        r.user = Some("0".into());
+        let out = sb.exec(r).await.expect("exec");
+        assert_eq!(text(&out.stdout), "1\n/tmp\n0\n/root\n");
+        assert_eq!(text(&out.stderr), "oops\n");
+        assert_eq!(out.exit_code, Some(3));
+        assert!(!out.timed_out && !out.truncated);
+        let out = sb
+            .exec(exec(&["sh", "-c", "id -u; pwd"]))
+            .await
+            .expect("exec");
+        assert_eq!(text(&out.stdout), "1000\n/workspace\n");
+        let out = sb.exec(exec(&["no-such-program"])).await.expect("exec");
+        assert_eq!(out.exit_code, Some(127), "{out:?}");
+
+        // Output cap: the first bytes kept, flagged.
+        let mut r = exec(&["head", "-c", "5000", "/dev/zero"]);
+        r.output_cap = 100;
+        let out = sb.exec(r).await.expect("exec");
+        assert_eq!(out.stdout.len(), 100);
+        assert!(out.truncated);
+        assert_eq!(out.exit_code, Some(0));
+
+        // Deadline: the whole process tree is killed, reported as timed out.
+        let mut r = exec(&[
+            "sh",
+            "-c",
+            "sleep 300 & echo $! > /tmp/bg; echo waiting; sleep 300",
+        ]);
+        r.timeout = Duration::from_secs(2);
+        let began = Instant::now();
+        let out = sb.exec(r).await.expect("exec");
+        assert!(out.timed_out, "{out:?}");
+        assert_eq!(out.exit_code, None);
+        assert_eq!(text(&out.stdout), "waiting\n");
+        assert!(began.elapsed() < Duration::from_secs(20));
+        let out = sb
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "kill -0 $(cat /tmp/bg) 2>/dev/null && echo alive || echo gone",
+            ]))
+            .await
+            .expect("exec");
+        assert_eq!(text(&out.stdout), "gone\n", "the background child died too");
+
+        // Copy out: escaping links refused (or skipped), over-cap trees refused, missing paths.
+        let out = sb
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "mkdir -p /workspace/out/in && echo hi > /workspace/out/in/x.txt && \
+                 ln -s /etc/passwd /workspace/out/esc && mkdir -p /workspace/big && \
+                 head -c 200000 /dev/urandom > /workspace/big/blob",
+            ]))
+            .await
+            .expect("exec");
+        assert!(out.success(), "{}", text(&out.stderr));
+        let back = tempfile::tempdir().expect("tempdir");
+        let err = sb
+            .copy_out("/workspace/out", &back.path().join("a"), 1 << 20)
+            .await
+            .expect_err("an escaping link is refused");
+        assert!(
+            matches!(err, SandboxError::PathOutsideSandbox { .. }),
+            "{err}"
+        );
+        let copied = sb
+            .copy_out_with(
+                "/workspace/out",
+                &back.path().join("b"),
+                1 << 20,
+                EscapingLinks::Skip,
+            )
+            .await
+            .expect("skip mode");
+        assert_eq!(copied.dropped_count, 1);
+        assert_eq!(
+            std::fs::read_to_string(back.path().join("b/in/x.txt")).expect("read"),
+            "hi\n"
+        );
+        assert!(!back.path().join("b/esc").exists());
+        let err = sb
+            .copy_out("/workspace/big", &back.path().join("c"), 1000)
+            .await
+            .expect_err("over the cap");
+        assert!(matches!(err, SandboxError::OverSizeCap { .. }), "{err}");
+        let err = sb
+            .copy_out("/workspace/nothing", &back.path().join("d"), 1000)
+            .await
+            .expect_err("missing");
+        assert!(matches!(err, SandboxError::NotFound { .. }), "{err}");
+        let err = sb
+            .copy_out("/workspace/../etc", &back.path().join("e"), 1000)
+            .await
+            .expect_err("outside");
+        assert!(
+            matches!(err, SandboxError::PathOutsideSandbox { .. }),
+            "{err}"
+        );
+
+        // The main command: its output, its stop (SIGTERM, its own exit code), and copies out
+        // after it ended.
+        use sandbox::Sandbox;
+        assert_eq!(sb.main_exit().await.expect("exit"), None);
+        assert!(sb.logs(1000).await.expect("logs").contains("started"));
+        sb.stop(Duration::from_secs(5)).await.expect("stop");
+        assert_eq!(sb.main_exit().await.expect("exit"), Some(7));
+        assert_eq!(sb.wait_exit().await.expect("wait"), 7);
+        assert!(sb.logs(1000).await.expect("logs").contains("bye"));
+        sb.copy_out("/workspace/out/in", &back.path().join("f"), 1 << 20)
+            .await
+            .expect("copy out after the main command ended");
+
+        sb.remove().await.expect("remove");
+        sb.remove().await.expect("remove is idempotent");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+        assert_eq!(configs_and_secrets(&backend, &run).await, (0, 0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_the_runner_refuses_the_agent_wrong_tokens_and_huge_bodies() {
+    with_swarm_over(Transport::Http, |backend, image| async move {
+        use sandbox::Sandbox;
+        let run = run_id("swarm-http-adversary");
+        let owner = spec(&image, &run).owner;
+        let net = backend.create_network(&owner, None).await.expect("network");
+        let mut s = spec(&image, &run);
+        s.network = NetworkPolicy::Internal(net.clone());
+        let sb = backend.create_sandbox(s).await.expect("create");
+
+        // As the agent's uid: the token and the runner's environment are unreadable, and the
+        // runner answers nothing to a guessed token (it accepts only the relay as a peer).
+        let script = format!(
+            "import os, socket\n\
+             for p in ['/run/secrets/rb-runner-token', '/run/rb-runner.py']:\n\
+             \x20   try:\n\
+             \x20       open(p).read(); print('read', p)\n\
+             \x20   except OSError as e:\n\
+             \x20       print('denied', p)\n\
+             for pid in [p for p in os.listdir('/proc') if p.isdigit() and p != str(os.getpid())]:\n\
+             \x20   try:\n\
+             \x20       cmd = open('/proc/%s/cmdline' % pid, 'rb').read()\n\
+             \x20   except OSError:\n\
+             \x20       continue\n\
+             \x20   if b'rb-runner.py' in cmd and b'python3' in cmd:\n\
+             \x20       try:\n\
+             \x20           open('/proc/%s/environ' % pid, 'rb').read(); print('environ readable')\n\
+             \x20       except OSError:\n\
+             \x20           print('environ denied')\n\
+             for host in ['127.0.0.1', socket.gethostbyname(socket.gethostname())]:\n\
+             \x20   try:\n\
+             \x20       c = socket.create_connection((host, {port}), timeout=5)\n\
+             \x20       c.sendall(b'GET /health HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer ' + b'0' * 64 + b'\\r\\n\\r\\n')\n\
+             \x20       print('answer', host, repr(c.recv(100)))\n\
+             \x20   except OSError as e:\n\
+             \x20       print('refused', host, type(e).__name__)\n",
+            port = sandbox::swarm::RUNNER_PORT
+        );
+        let out = sb
+            .exec(exec(&["python3", "-c", &script]))
+            .await
+            .expect("exec");
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("denied /run/secrets/rb-runner-token"), "{stdout}");
+        assert!(stdout.contains("denied /run/rb-runner.py"), "{stdout}");
+        assert!(stdout.contains("environ denied"), "{stdout}");
+        assert!(!stdout.contains("200 OK"), "{stdout}");
+        assert!(!stdout.contains("environ readable"), "{stdout}");
+        assert_eq!(
+            stdout.matches("answer").count() + stdout.matches("refused").count(),
+            2,
+            "{stdout}{}",
+            text(&out.stderr)
+        );
+        for line in stdout.lines().filter(|l| l.starts_with("answer")) {
+            assert!(line.ends_with("b''"), "closed unanswered: {line}");
+        }
+
+        // From the host, through the relay: a wrong token is refused, so is a body over the
+        // caps, with the right token too (before reading it); the runner keeps serving.
+        let status = |s: Option<String>| s.expect("an http sandbox");
+        let wrong = status(sb.probe_runner("GET", "/health", false, None).await);
+        assert!(wrong.starts_with("HTTP/1.1 403"), "{wrong}");
+        let right = status(sb.probe_runner("GET", "/health", true, None).await);
+        assert!(right.starts_with("HTTP/1.1 200"), "{right}");
+        let huge = status(sb.probe_runner("PUT", "/files", true, Some(1 << 50)).await);
+        assert!(huge.starts_with("HTTP/1.1 413"), "{huge}");
+        let huge = status(sb.probe_runner("POST", "/exec", true, Some(1 << 30)).await);
+        assert!(huge.starts_with("HTTP/1.1 413"), "{huge}");
+        let unauth = status(sb.probe_runner("PUT", "/files", false, Some(1 << 50)).await);
+        assert!(unauth.starts_with("HTTP/1.1 403"), "{unauth}");
+        let out = sb.exec(exec(&["true"])).await.expect("still serving");
+        assert!(out.success());
+
+        sb.remove().await.expect("remove");
+        backend.remove_network(&net).await.expect("remove network");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+        assert_eq!(configs_and_secrets(&backend, &run).await, (0, 0));
     })
     .await;
 }

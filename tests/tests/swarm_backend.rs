@@ -1,7 +1,9 @@
 //! `--backend swarm` on a single-node Swarm of this machine's engine (initialised for the test
 //! if the engine is in none, and left afterwards only then, through a machine-wide lease): the
 //! bundled suite with oracle and nop scores 1.0 and 0.0 on every task, leaves no service,
-//! network or container, and every trial's grade equals the docker backend's.
+//! network or container, and every trial's grade equals the docker backend's, over both swarm
+//! transports (`http`: files and grading through each sandbox's runner; `engine`: through this
+//! engine).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,8 +17,14 @@ use sandbox::{Backend, DockerBackend, SwarmBackend};
 /// and the overlays' 10.214.0.0/16); the same as the sandbox crate's Swarm tests.
 const TEST_ADDR_POOL: &str = "10.217.0.0/16";
 
-/// Runs the bundled suite with oracle and nop on `backend`; returns the report's trials.
-async fn assess(backend: &str, results: &Path, run_id: &str) -> Vec<serde_json::Value> {
+/// Runs the bundled suite with oracle and nop on `backend` (with `env`); returns the report's
+/// trials.
+async fn assess(
+    backend: &str,
+    env: &BTreeMap<String, String>,
+    results: &Path,
+    run_id: &str,
+) -> Vec<serde_json::Value> {
     let out = run_green(
         &[
             "run",
@@ -33,7 +41,7 @@ async fn assess(backend: &str, results: &Path, run_id: &str) -> Vec<serde_json::
             "--results-dir",
             &results.display().to_string(),
         ],
-        &BTreeMap::new(),
+        env,
         Duration::from_secs(2400),
     )
     .await;
@@ -126,12 +134,26 @@ async fn check_suite() {
     let pid = std::process::id();
     let swarm_run = format!("e2e-swarm-{pid}");
     let docker_run = format!("e2e-swarm-docker-{pid}");
-    // Both backends at once (the engine is shared; grades must not depend on load).
-    let (swarm_trials, docker_trials) = tokio::join!(
-        assess("swarm", results.path(), &swarm_run),
-        assess("docker", results.path(), &docker_run)
+    let engine_run = format!("e2e-swarm-engine-{pid}");
+    // Every backend at once (the engine is shared; grades must not depend on load): swarm over
+    // the `http` transport (files and grading through each sandbox's runner) and over the
+    // `engine` transport (this engine's archive and exec APIs), and docker.
+    // The two swarm runs take their overlays from apart pools (two processes allocating from
+    // one pool could race for a subnet).
+    let http = BTreeMap::from([("RB_SWARM_TRANSPORT".to_string(), "http".to_string())]);
+    let engine_env = BTreeMap::from([
+        ("RB_SWARM_TRANSPORT".to_string(), "engine".to_string()),
+        (
+            "RB_SWARM_SUBNET_POOL".to_string(),
+            "10.216.0.0/16:26".to_string(),
+        ),
+    ]);
+    let none = BTreeMap::new();
+    let (swarm_trials, engine_trials, docker_trials) = tokio::join!(
+        assess("swarm", &http, results.path(), &swarm_run),
+        assess("swarm", &engine_env, results.path(), &engine_run),
+        assess("docker", &none, results.path(), &docker_run)
     );
-
     let tasks = std::fs::read_dir(e2e_tests::repo_root().join("tasks/examples"))
         .expect("examples")
         .filter(|e| {
@@ -167,11 +189,21 @@ async fn check_suite() {
         swarm.keys().collect::<Vec<_>>(),
         docker.keys().collect::<Vec<_>>()
     );
+    let engine = by_pair(&engine_trials);
+    assert_eq!(
+        engine.keys().collect::<Vec<_>>(),
+        docker.keys().collect::<Vec<_>>()
+    );
     for (pair, s) in &swarm {
         assert_eq!(
             grade_essence(s),
             grade_essence(&docker[pair]),
-            "{pair:?}: the swarm grade differs from the docker grade"
+            "{pair:?}: the swarm (http) grade differs from the docker grade"
+        );
+        assert_eq!(
+            grade_essence(&engine[pair]),
+            grade_essence(&docker[pair]),
+            "{pair:?}: the swarm (engine) grade differs from the docker grade"
         );
     }
 
@@ -181,11 +213,13 @@ async fn check_suite() {
     let swarm_backend = SwarmBackend::new(engine.clone(), relay)
         .await
         .expect("swarm backend");
-    assert_eq!(
-        swarm_backend.reap(Some(&swarm_run)).await.expect("reap"),
-        0,
-        "no service, container or network of the swarm run is left"
-    );
+    for run in [&swarm_run, &engine_run] {
+        assert_eq!(
+            swarm_backend.reap(Some(run)).await.expect("reap"),
+            0,
+            "no service, container, network, config or secret of {run} is left"
+        );
+    }
     assert_eq!(
         engine.reap(Some(&docker_run)).await.expect("reap"),
         0,

@@ -229,7 +229,10 @@ async fn upload_spool(
 
 /// Builds one tar, rooted at `/`, holding every item at its destination, and spools it to a
 /// temp file.
-fn spool_items(items: &[CopyIn], default_owner: (u32, u32)) -> Result<std::fs::File, SandboxError> {
+pub(crate) fn spool_items(
+    items: &[CopyIn],
+    default_owner: (u32, u32),
+) -> Result<std::fs::File, SandboxError> {
     let tmp_err = |source| SandboxError::Io {
         path: std::env::temp_dir(),
         source,
@@ -344,12 +347,40 @@ pub(super) async fn copy_out(
             "copy-out of the whole filesystem is not supported; name a directory".into(),
         ));
     }
-    let mut stream = sandbox.docker.download_from_container(
+    let stream = sandbox.docker.download_from_container(
         &sandbox.id,
         Some(DownloadFromContainerOptions {
             path: sandbox_path.to_string(),
         }),
     );
+    let (extracted, stream_error) =
+        extract_stream(stream, sandbox_path, host_dest, max_bytes, links).await;
+    if let Some(e) = stream_error {
+        return Err(match status_of(&e) {
+            Some(404) => SandboxError::NotFound {
+                path: sandbox_path.to_string(),
+            },
+            _ => api_error(&sandbox.endpoint, "download_from_container", e),
+        });
+    }
+    extracted
+}
+
+/// Extracts a tar stream of `sandbox_path` (its own name first, as Docker's archive API and
+/// the swarm backend's runner send it) into `host_dest` with every copy-out check
+/// ([`tarball::extract_capped`]: no entry or link leaving the tree, `max_bytes`, `links`).
+/// Stops reading once the extractor stops. Returns the extraction's result and the stream's
+/// error, if it failed.
+pub(crate) async fn extract_stream<S, E>(
+    mut stream: S,
+    sandbox_path: &str,
+    host_dest: &Path,
+    max_bytes: u64,
+    links: EscapingLinks,
+) -> (Result<CopiedOut, SandboxError>, Option<E>)
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+{
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let dest = host_dest.to_path_buf();
     let shown = sandbox_path.to_string();
@@ -379,17 +410,12 @@ pub(super) async fn copy_out(
     }
     drop(tx);
     drop(stream);
-    let extracted = extractor.await.map_err(|e| SandboxError::Io {
-        path: host_dest.to_path_buf(),
-        source: std::io::Error::other(e),
-    })?;
-    if let Some(e) = stream_error {
-        return Err(match status_of(&e) {
-            Some(404) => SandboxError::NotFound {
-                path: sandbox_path.to_string(),
-            },
-            _ => api_error(&sandbox.endpoint, "download_from_container", e),
-        });
-    }
-    extracted
+    let extracted = match extractor.await {
+        Ok(extracted) => extracted,
+        Err(e) => Err(SandboxError::Io {
+            path: host_dest.to_path_buf(),
+            source: std::io::Error::other(e),
+        }),
+    };
+    (extracted, stream_error)
 }

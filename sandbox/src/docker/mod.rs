@@ -6,7 +6,7 @@
 //! [`Backend::create_network`].
 
 mod adopt;
-mod archive;
+pub(crate) mod archive;
 mod exec;
 pub(crate) mod network;
 pub(crate) mod reap;
@@ -256,7 +256,9 @@ pub(crate) fn validate_spec(spec: &SandboxSpec) -> Result<(), SandboxError> {
 }
 
 /// Docker passes the environment as `KEY=value` strings: a name must be non-empty and free of `=`.
-fn validate_env_names<'a>(mut names: impl Iterator<Item = &'a String>) -> Result<(), SandboxError> {
+pub(crate) fn validate_env_names<'a>(
+    mut names: impl Iterator<Item = &'a String>,
+) -> Result<(), SandboxError> {
     match names.find(|key| key.is_empty() || key.contains('=')) {
         Some(key) => Err(SandboxError::InvalidSpec(format!(
             "environment variable name `{key}` is invalid"

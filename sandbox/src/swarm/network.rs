@@ -38,6 +38,8 @@ pub(super) struct Relay {
     pub(super) link: NetworkHandle,
     /// The relay's address on that bridge (what the host connects to).
     pub(super) host_address: IpAddr,
+    /// The relay's address on the overlay (the one peer the sandbox runner accepts).
+    pub(super) overlay_address: Ipv4Addr,
     /// The relay container's id.
     pub(super) container: String,
 }
@@ -108,12 +110,20 @@ pub(super) async fn remove_overlay(backend: &SwarmBackend, id: &str) -> Result<(
     Ok(())
 }
 
+/// Creates a trial's network: overlay, fenced bridge, relay. `private`: the network of one
+/// sandbox without a network of its own (`http` transport), whose relay forwards the host to
+/// the sandbox runner only.
 pub(super) async fn create(
     backend: &SwarmBackend,
     owner: &Owner,
     allowed_host_port: Option<u16>,
+    private: bool,
 ) -> Result<NetworkHandle, SandboxError> {
-    let name = format!("{}-ovl", object_name(owner));
+    let name = if private {
+        super::service::service_name(format!("{}-iso", object_name(owner)))
+    } else {
+        super::service::service_name(format!("{}-ovl", object_name(owner)))
+    };
     let (overlay_id, overlay_name, subnet) = create_overlay(backend, owner, name).await?;
     let built = async {
         let relay_overlay = last_host(&subnet).ok_or_else(|| {
@@ -127,7 +137,10 @@ pub(super) async fn create(
             link.clone(),
             gateway,
             relay_overlay,
-            allowed_host_port,
+            Forwards {
+                to_sandbox: sandbox_ports(backend, private),
+                allowed_host_port,
+            },
         )
         .await;
         match relay {
@@ -164,6 +177,28 @@ pub(super) async fn create(
     })
 }
 
+/// What a relay forwards.
+struct Forwards {
+    /// Ports of the sandbox the host reaches at the relay's bridge address.
+    to_sandbox: Vec<u16>,
+    /// The host port the sandbox reaches at the relay's overlay address.
+    allowed_host_port: Option<u16>,
+}
+
+/// Host → sandbox: its forwarded ports (not for a private network) and, over `http`, the
+/// sandbox runner's. Nothing new is reachable from the sandbox.
+fn sandbox_ports(backend: &SwarmBackend, private: bool) -> Vec<u16> {
+    let mut ports: Vec<u16> = if private {
+        Vec::new()
+    } else {
+        backend.forwarded_ports.clone()
+    };
+    if backend.transport == super::Transport::Http {
+        ports.push(super::runner::RUNNER_PORT);
+    }
+    ports
+}
+
 /// Starts the relay on `link` (at the address after `gateway`) and the overlay (at
 /// `relay_overlay`), and waits until it listens.
 async fn start_relay(
@@ -173,15 +208,16 @@ async fn start_relay(
     link: NetworkHandle,
     gateway: IpAddr,
     relay_overlay: Ipv4Addr,
-    allowed_host_port: Option<u16>,
+    forwards: Forwards,
 ) -> Result<Relay, SandboxError> {
     let docker = backend.docker.client();
     let endpoint = &backend.docker.endpoint;
     let host_address = next_address(gateway).ok_or_else(|| {
         SandboxError::InvalidSpec(format!("bridge gateway {gateway} leaves no relay address"))
     })?;
-    let mut forwards: Vec<String> = backend
-        .forwarded_ports
+    let allowed_host_port = forwards.allowed_host_port;
+    let mut forwards: Vec<String> = forwards
+        .to_sandbox
         .iter()
         .map(|p| format!("{host_address}:{p}={}:{p}", super::SANDBOX_ALIAS))
         .collect();
@@ -249,6 +285,7 @@ async fn start_relay(
     let relay = Relay {
         link,
         host_address,
+        overlay_address: relay_overlay,
         container: created.id.clone(),
     };
     let started = async {
@@ -323,18 +360,18 @@ async fn wait_ready(backend: &SwarmBackend, id: &str, name: &str) -> Result<(), 
     }
 }
 
-/// The relay's bridge address of a network this backend created.
-pub(super) async fn relay_address(
+/// The relay of a network this backend created.
+pub(super) fn relay_of(
     backend: &SwarmBackend,
     network: &NetworkHandle,
-) -> Result<IpAddr, SandboxError> {
+) -> Result<Relay, SandboxError> {
     if let Some(relay) = backend
         .relays
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(&network.id)
     {
-        return Ok(relay.host_address);
+        return Ok(relay.clone());
     }
     Err(SandboxError::InvalidSpec(format!(
         "network {} was not created by this swarm backend (no relay recorded for it)",

@@ -3,8 +3,8 @@
 //! active), and why a service's task left its node.
 //!
 //! A node takes the backend's services when it is `ready`, `active` and matches every
-//! placement constraint of the services (`node.id==<this node>` while files move through this
-//! engine, plus the configured ones). Constraints are evaluated here for `node.id`,
+//! placement constraint of the services (the configured ones, plus `node.id==<this node>`
+//! with the `engine` transport: over `http` every such node takes sandboxes). Constraints are evaluated here for `node.id`,
 //! `node.hostname`, `node.role`, `node.platform.os`, `node.platform.arch`, `node.labels.*` and
 //! `engine.labels.*` with `==` and `!=`; any other expression is assumed to match (Swarm
 //! decides; the capacity is then an upper bound).
@@ -123,9 +123,13 @@ fn unusable(node: &Node, constraints: &[String]) -> Option<String> {
         .map(|c| format!("placement constraint `{c}` excludes it"))
 }
 
-/// Every placement constraint of the backend's services.
-fn constraints(backend: &SwarmBackend) -> Vec<String> {
-    let mut all = vec![format!("node.id=={}", backend.node_id)];
+/// Every placement constraint of the backend's services: the configured ones, and with the
+/// `engine` transport the pin to this node.
+pub(super) fn constraints(backend: &SwarmBackend) -> Vec<String> {
+    let mut all = Vec::new();
+    if backend.transport == super::Transport::Engine {
+        all.push(format!("node.id=={}", backend.node_id));
+    }
     all.extend(backend.constraints.iter().cloned());
     all
 }

@@ -1,4 +1,5 @@
-//! The swarm backend's reaper: services of dead runs (or of one run), then the docker
+//! The swarm backend's reaper: services of dead runs (or of one run), their runners' configs
+//! and secrets, then the docker
 //! backend's reaper for containers (task containers and relays carry the labels too), bridges
 //! and volumes, then overlays whose endpoints Swarm was still releasing on the first pass.
 
@@ -33,6 +34,8 @@ pub(super) async fn reap(
             removed += 1;
         }
     }
+    // The runners' configs and token secrets (free once their services are gone).
+    removed += super::secrets::reap(backend, run_id, mode).await?;
     removed += crate::docker::reap::reap(&backend.docker, run_id, mode).await?;
     // Overlays the docker reaper could not remove yet (endpoints still held by going tasks).
     let networks = docker

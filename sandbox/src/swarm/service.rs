@@ -1,5 +1,6 @@
-//! A sandbox as a Swarm service: the spec, waiting for its one task to run on this node,
-//! adopting the task's container, removal.
+//! A sandbox as a Swarm service: the spec, waiting for its one task to run (on this node with
+//! the `engine` transport), reaching it (adopting the task's container, or its sandbox runner),
+//! removal.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,18 +13,29 @@ use bollard::models::{
 };
 use bollard::query_parameters::ListTasksOptions;
 
-use super::{SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, network};
+use super::runner::{MAX_UPLOAD, RUNNER_PATH, RUNNER_PORT, Runner, TOKEN_FILE};
+use super::secrets::RunnerObjects;
+use super::{
+    Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network, secrets,
+};
 use crate::docker::{
     DEFAULT_USER, DockerSandbox, api_error, object_labels, object_name, remove_container,
     status_of, validate_spec,
 };
 use crate::{NetworkPolicy, SandboxError, SandboxSpec};
 
+/// What the `http` transport adds to a service: the runner's objects and its one peer.
+struct RunnerSetup<'a> {
+    objects: &'a RunnerObjects,
+    /// The relay's overlay address.
+    peer: std::net::Ipv4Addr,
+}
+
 /// Swarm's longest service name (a DNS label).
 const MAX_SERVICE_NAME: usize = 63;
 
 /// `name` within [`MAX_SERVICE_NAME`]: the run part is cut, the unique tail kept.
-fn service_name(name: String) -> String {
+pub(super) fn service_name(name: String) -> String {
     if name.len() <= MAX_SERVICE_NAME {
         return name;
     }
@@ -40,20 +52,51 @@ fn service_spec(
     image_id: &str,
     user: &str,
     network: &str,
+    runner: Option<&RunnerSetup<'_>>,
 ) -> Result<ServiceSpec, SandboxError> {
     let labels = object_labels(&spec.owner);
-    let (command, args) = match &spec.command {
-        None => (vec!["sleep".to_string(), "infinity".to_string()], vec![]),
-        Some(command) => (vec![command[0].clone()], command[1..].to_vec()),
+    let main = match &spec.command {
+        None => vec!["sleep".to_string(), "infinity".to_string()],
+        Some(command) => command.clone(),
+    };
+    // Over `http`, the runner (root) is the init's child and starts the main command as the
+    // sandbox user; `main_exit`, `logs` and `stop` are the main command's.
+    let (command, args, container_user) = match runner {
+        None => (vec![main[0].clone()], main[1..].to_vec(), user.to_string()),
+        Some(setup) => {
+            let mut args = vec![
+                "-I".to_string(),
+                RUNNER_PATH.into(),
+                "--port".into(),
+                RUNNER_PORT.to_string(),
+                "--token-file".into(),
+                format!("/run/secrets/{TOKEN_FILE}"),
+                "--user".into(),
+                user.to_string(),
+                "--workdir".into(),
+                spec.workdir.clone(),
+                "--peer".into(),
+                setup.peer.to_string(),
+                "--max-upload".into(),
+                MAX_UPLOAD.to_string(),
+            ];
+            if spec.env.contains_key("HOME") {
+                args.push("--home-set".into());
+            }
+            args.push("--".into());
+            args.extend(main);
+            (vec!["python3".to_string()], args, "0:0".to_string())
+        }
     };
     let memory = i64::try_from(spec.limits.memory_bytes)
         .map_err(|_| SandboxError::InvalidLimits("memory_bytes is too large".into()))?;
     let nano_cpus = (spec.limits.cpus * 1e9).round() as i64;
-    let mut constraints = vec![format!("node.id=={}", backend.node_id)];
-    constraints.extend(backend.constraints.iter().cloned());
-    let aliases = match spec.network {
-        NetworkPolicy::Internal(_) => Some(vec![SANDBOX_ALIAS.to_string()]),
-        NetworkPolicy::None => None,
+    let constraints = super::nodes::constraints(backend);
+    let aliases = match (&spec.network, runner) {
+        (NetworkPolicy::Internal(_), _) | (NetworkPolicy::None, Some(_)) => {
+            Some(vec![SANDBOX_ALIAS.to_string()])
+        }
+        (NetworkPolicy::None, None) => None,
     };
     Ok(ServiceSpec {
         name: Some(name.to_string()),
@@ -65,8 +108,16 @@ fn service_spec(
                 command: Some(command),
                 args: Some(args),
                 env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-                dir: Some(spec.workdir.clone()),
-                user: Some(user.to_string()),
+                // Over `http` the runner creates the working directory as the sandbox user
+                // (the engine would create it as root, the container's user).
+                dir: Some(if runner.is_some() {
+                    "/".to_string()
+                } else {
+                    spec.workdir.clone()
+                }),
+                user: Some(container_user),
+                configs: runner.map(|r| vec![r.objects.config_mount()]),
+                secrets: runner.map(|r| vec![r.objects.secret_mount()]),
                 init: Some(true),
                 privileges: Some(TaskSpecContainerSpecPrivileges {
                     no_new_privileges: Some(true),
@@ -151,21 +202,56 @@ pub(super) async fn create(
         .clone()
         .unwrap_or_else(|| DEFAULT_USER.to_string());
     let name = service_name(object_name(&spec.owner));
-    let (network_id, relay_address, private_network) = match &spec.network {
-        NetworkPolicy::Internal(handle) => (
-            handle.id.clone(),
-            Some(network::relay_address(backend, handle).await?),
-            None,
-        ),
-        NetworkPolicy::None => {
-            let (id, _, _) =
-                network::create_overlay(backend, &spec.owner, format!("{name}-iso")).await?;
-            (id.clone(), None, Some(id))
-        }
-    };
+    let http = backend.transport == Transport::Http;
+    let mut private_network: Option<PrivateNetwork> = None;
+    let mut objects: Option<RunnerObjects> = None;
     let mut service_id = None;
     let made = async {
-        let body = service_spec(backend, &spec, &name, &image_id, &user, &network_id)?;
+        let (network_id, relay_address, relay) = match &spec.network {
+            NetworkPolicy::Internal(handle) => {
+                let relay = network::relay_of(backend, handle)?;
+                (handle.id.clone(), Some(relay.host_address), Some(relay))
+            }
+            NetworkPolicy::None if http => {
+                let handle = network::create(backend, &spec.owner, None, true).await?;
+                let relay = network::relay_of(backend, &handle)?;
+                let id = handle.id.clone();
+                private_network = Some(PrivateNetwork::Relayed(handle));
+                (id, None, Some(relay))
+            }
+            NetworkPolicy::None => {
+                let (id, _, _) = network::create_overlay(
+                    backend,
+                    &spec.owner,
+                    service_name(format!("{name}-iso")),
+                )
+                .await?;
+                private_network = Some(PrivateNetwork::Bare(id.clone()));
+                (id, None, None)
+            }
+        };
+        let mut token = None;
+        if http {
+            let t = super::runner::new_token()?;
+            objects = Some(secrets::create(backend, &spec.owner, &name, &t).await?);
+            token = Some(t);
+        }
+        let setup = match (&objects, &relay) {
+            (Some(objects), Some(relay)) if http => Some(RunnerSetup {
+                objects,
+                peer: relay.overlay_address,
+            }),
+            _ => None,
+        };
+        let body = service_spec(
+            backend,
+            &spec,
+            &name,
+            &image_id,
+            &user,
+            &network_id,
+            setup.as_ref(),
+        )?;
         let created = docker
             .create_service(body, None)
             .await
@@ -179,45 +265,88 @@ pub(super) async fn create(
         })?;
         service_id = Some(id.clone());
         let container_id = wait_running(backend, &id, &name).await?;
-        let container = DockerSandbox::adopt(
-            &backend.docker,
-            container_id,
-            name.clone(),
-            user.clone(),
-            spec.workdir.clone(),
-        )
-        .await?;
-        super::setid::harden(backend, &container, &image_id, &name).await?;
-        Ok::<_, SandboxError>((id, container))
+        let access = match (token, relay) {
+            (Some(token), Some(relay)) => {
+                let address = std::net::SocketAddr::new(relay.host_address, RUNNER_PORT);
+                let runner = Runner::new(address, token, name.clone());
+                let health = runner.ready().await.map_err(|e| SandboxError::Scheduling {
+                    service: name.clone(),
+                    detail: format!("its sandbox runner did not answer: {e}"),
+                })?;
+                (
+                    Access::Http {
+                        runner,
+                        user: user.clone(),
+                        workdir: spec.workdir.clone(),
+                        ids: (health.uid, health.gid),
+                    },
+                    health.nnp,
+                )
+            }
+            _ => {
+                let container = DockerSandbox::adopt(
+                    &backend.docker,
+                    container_id.clone(),
+                    name.clone(),
+                    user.clone(),
+                    spec.workdir.clone(),
+                )
+                .await?;
+                let nnp = container.has_no_new_privileges().await?;
+                (Access::Engine(container), nnp)
+            }
+        };
+        Ok::<_, SandboxError>((id, container_id, access, relay_address))
     }
     .await;
     match made {
-        Ok((service_id, container)) => {
+        Ok((service_id, container_id, (access, nnp), relay_address)) => {
+            let sandbox = SwarmSandbox {
+                backend: backend.clone(),
+                service_id,
+                service_name: name.clone(),
+                container_id,
+                access,
+                relay_address,
+                private_network,
+                objects,
+            };
+            if let Err(e) = super::setid::harden(backend, &sandbox, nnp, &image_id, &name).await {
+                if let Err(cleanup) = crate::Sandbox::remove(&sandbox).await {
+                    tracing::warn!(service = %name, error = %cleanup, "removing a half-created service failed");
+                }
+                return Err(e);
+            }
             tracing::info!(
                 service = %name,
                 image = %spec.image,
                 run = %spec.owner.run_id,
                 role = %spec.owner.role,
+                transport = %backend.transport,
                 "created service"
             );
-            Ok(SwarmSandbox {
-                backend: backend.clone(),
-                service_id,
-                service_name: name,
-                container,
-                relay_address,
-                private_network,
-            })
+            Ok(sandbox)
         }
         Err(e) => {
-            let cleanup = match &service_id {
-                Some(id) => remove(backend, id, None, private_network.as_deref()).await,
-                None => match &private_network {
-                    Some(net) => network::remove_overlay(backend, net).await,
-                    None => Ok(()),
-                },
+            let cleanup = async {
+                if let Some(id) = &service_id {
+                    remove(backend, id, None, None).await?;
+                }
+                match &private_network {
+                    Some(PrivateNetwork::Bare(net)) => {
+                        network::remove_overlay(backend, net).await?
+                    }
+                    Some(PrivateNetwork::Relayed(handle)) => {
+                        network::remove(backend, handle).await?
+                    }
+                    None => {}
+                }
+                if let Some(objects) = &objects {
+                    secrets::remove(backend, objects).await?;
+                }
+                Ok::<_, SandboxError>(())
             };
-            if let Err(cleanup) = cleanup {
+            if let Err(cleanup) = cleanup.await {
                 tracing::warn!(service = %name, error = %cleanup, "removing a half-created service failed");
             }
             Err(e)
@@ -225,7 +354,42 @@ pub(super) async fn create(
     }
 }
 
-/// Waits for the service's task to run on this node; returns its container id.
+/// The exit code of the service's task running `container_id` once it ended (`None`: it did
+/// not, or reported none).
+pub(super) async fn task_exit(
+    backend: &SwarmBackend,
+    service_id: &str,
+    container_id: &str,
+) -> Result<Option<i64>, SandboxError> {
+    let tasks = backend
+        .docker
+        .client()
+        .list_tasks(Some(ListTasksOptions {
+            filters: Some(HashMap::from([(
+                "service".to_string(),
+                vec![service_id.to_string()],
+            )])),
+        }))
+        .await
+        .map_err(|e| api_error(&backend.docker.endpoint, "list_tasks", e))?;
+    for task in tasks {
+        let status = task.status.unwrap_or_default();
+        let container = status.container_status.unwrap_or_default();
+        if container.container_id.as_deref() != Some(container_id) {
+            continue;
+        }
+        if matches!(
+            status.state,
+            Some(TaskState::COMPLETE | TaskState::FAILED | TaskState::SHUTDOWN)
+        ) {
+            return Ok(container.exit_code);
+        }
+    }
+    Ok(None)
+}
+
+/// Waits for the service's task to run (on this node with the `engine` transport); returns its
+/// container id.
 async fn wait_running(
     backend: &SwarmBackend,
     service_id: &str,
@@ -260,7 +424,9 @@ async fn wait_running(
             );
             match state {
                 Some(TaskState::RUNNING) => {
-                    if task.node_id.as_deref() != Some(backend.node_id.as_str()) {
+                    if backend.transport == Transport::Engine
+                        && task.node_id.as_deref() != Some(backend.node_id.as_str())
+                    {
                         return Err(SandboxError::Scheduling {
                             service: name.to_string(),
                             detail: format!(

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::SwarmBackend;
-use crate::docker::DockerSandbox;
 use crate::{ExecRequest, Sandbox, SandboxError};
 
 /// Lists the setuid/setgid files of the root filesystem, NUL-separated (not crossing mounts).
@@ -26,13 +25,16 @@ const LIST_SETID: &str = "find / -xdev -type f -perm /6000 -print0";
 const STRIP_SETID: &str = "for f in \"$@\"; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then chmod ug-s -- \"$f\" || exit 1; fi; done";
 
 /// Makes sure no program in the container can gain privileges (see the module docs).
+/// `nnp`: whatever runs in the container already has `no_new_privs` (the engine applied it,
+/// or the sandbox runner set it on itself).
 pub(super) async fn harden(
     backend: &SwarmBackend,
-    container: &DockerSandbox,
+    container: &dyn Sandbox,
+    nnp: bool,
     image_id: &str,
     name: &str,
 ) -> Result<(), SandboxError> {
-    if container.has_no_new_privileges().await? {
+    if nnp {
         return Ok(());
     }
     let cell = backend
@@ -143,7 +145,7 @@ fn in_image(layer: &Path, path: &Path) -> String {
 
 /// The setuid/setgid files of a fresh container, listed inside it.
 async fn list_in_container(
-    container: &DockerSandbox,
+    container: &dyn Sandbox,
     name: &str,
 ) -> Result<Vec<String>, SandboxError> {
     let outcome = container
