@@ -1,6 +1,6 @@
 //! `sandbox::distribute` against a real second Docker engine: a private `dockerd` started by
-//! this test (its own data root, exec root, socket; no bridge, no iptables), standing in for a
-//! Swarm node's engine. A small image made here goes over by save and load, keeps its id and
+//! this test (its own data root, exec root, socket and network namespace; no bridge, no
+//! iptables), standing in for a Swarm node's engine. A small image made here goes over by save and load, keeps its id and
 //! tag, and a second copy sends nothing.
 
 mod common;
@@ -30,9 +30,13 @@ impl SecondEngine {
         let p = |rel: &str| dir.path().join(rel).display().to_string();
         // An empty config file: the machine's /etc/docker/daemon.json sets a data root.
         std::fs::write(p("daemon.json"), "{}").expect("config");
+        // In a network namespace of its own: a dockerd with `--bridge none` deletes the host's
+        // `docker0` link when it shares the host's namespace.
         let child = SupervisedChild::spawn(ChildSpec {
-            program: "dockerd".into(),
+            program: "unshare".into(),
             args: vec![
+                "--net".into(),
+                "dockerd".into(),
                 "--config-file".into(),
                 p("daemon.json"),
                 "--data-root".into(),
@@ -134,6 +138,7 @@ async fn tiny_image(engine: &DockerBackend, reference: &str, text: &str) -> Stri
 #[tokio::test]
 async fn an_image_goes_to_another_engine_with_its_id_and_tag_and_only_once() {
     let here = common::backend().await;
+    let docker0_before = std::path::Path::new("/sys/class/net/docker0").exists();
     let (second, there) = SecondEngine::start().await;
     let reference = format!("research-bench/distribute-test:{}", std::process::id());
     let id = tiny_image(&here, &reference, "made on the first engine\n").await;
@@ -215,6 +220,11 @@ async fn an_image_goes_to_another_engine_with_its_id_and_tag_and_only_once() {
     drop(there);
     let folder = second.stop().await;
     assert!(!folder.exists(), "the second engine's folder is removed");
+    assert_eq!(
+        std::path::Path::new("/sys/class/net/docker0").exists(),
+        docker0_before,
+        "the host's docker0 bridge is untouched"
+    );
 }
 
 #[tokio::test]
