@@ -162,6 +162,14 @@ impl RunningProxy {
         format!("http://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
+    /// Announces the tokens of trials about to be registered again (with
+    /// [`TrialOptions::reuse_token`]): a call holding one of them waits up to `wait` for its
+    /// trial's registration instead of being refused at once. A resumed run calls this as it
+    /// starts listening, since agents left running call as soon as the port answers.
+    pub fn expect_tokens(&self, tokens: &[String], wait: std::time::Duration) {
+        self.trials.expect(tokens, wait);
+    }
+
     /// Registers a trial with a budget; returns its token.
     ///
     /// Fails with [`ProxyError::DuplicateTrial`] while the id is registered; after
@@ -303,8 +311,26 @@ fn router(state: Arc<Shared>) -> Router {
         .with_state(state)
 }
 
-/// The trial a request belongs to: its `x-api-key`, or else its `Authorization: Bearer` token.
-fn trial_of(trials: &Trials, headers: &HeaderMap) -> Option<Arc<TrialState>> {
+/// The trial a request belongs to, waiting (bounded) when its token is one announced by
+/// [`RunningProxy::expect_tokens`] and its trial is not registered yet.
+async fn trial_of_waiting(trials: &Trials, headers: &HeaderMap) -> Option<Arc<TrialState>> {
+    if let Some(t) = trial_of(trials, headers) {
+        return Some(t);
+    }
+    let until = presented_tokens(headers)
+        .into_iter()
+        .find_map(|t| trials.expected_until(t))?;
+    while std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if let Some(t) = trial_of(trials, headers) {
+            return Some(t);
+        }
+    }
+    None
+}
+
+/// The tokens a request presents: its `x-api-key`, then its `Authorization: Bearer` token.
+fn presented_tokens(headers: &HeaderMap) -> Vec<&str> {
     let api_key = headers
         .get("x-api-key")
         .and_then(|v| v.to_str().ok())
@@ -317,9 +343,13 @@ fn trial_of(trials: &Trials, headers: &HeaderMap) -> Option<Arc<TrialState>> {
                 .or_else(|| a.strip_prefix("bearer "))
         })
         .map(str::trim);
-    [api_key, bearer]
+    [api_key, bearer].into_iter().flatten().collect()
+}
+
+/// The trial a request belongs to: its `x-api-key`, or else its `Authorization: Bearer` token.
+fn trial_of(trials: &Trials, headers: &HeaderMap) -> Option<Arc<TrialState>> {
+    presented_tokens(headers)
         .into_iter()
-        .flatten()
         .find_map(|t| trials.by_token(t))
 }
 
@@ -368,7 +398,7 @@ async fn handle(
     format: WireFormat,
     count_tokens: bool,
 ) -> Response {
-    let Some(trial) = trial_of(&state.trials, &headers) else {
+    let Some(trial) = trial_of_waiting(&state.trials, &headers).await else {
         tracing::warn!(path = %uri.path(), "request with an unknown or missing trial token");
         return wire_error(
             format,

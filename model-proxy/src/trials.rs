@@ -117,6 +117,9 @@ pub(crate) struct Trials {
 struct Registry {
     by_token: HashMap<String, Arc<TrialState>>,
     by_id: HashMap<String, String>,
+    /// Tokens announced before their trials are registered again (a resumed run's agents
+    /// that kept calling while their green agent restarted), with when to stop waiting.
+    expected: HashMap<String, std::time::Instant>,
 }
 
 impl Trials {
@@ -142,6 +145,27 @@ impl Trials {
 
     pub(crate) fn by_token(&self, token: &str) -> Option<Arc<TrialState>> {
         lock(&self.inner).by_token.get(token).cloned()
+    }
+
+    /// Announces tokens whose trials will be registered within `wait`.
+    pub(crate) fn expect(&self, tokens: &[String], wait: std::time::Duration) {
+        let until = std::time::Instant::now() + wait;
+        let mut r = lock(&self.inner);
+        for t in tokens {
+            r.expected.insert(t.clone(), until);
+        }
+    }
+
+    /// Until when a request holding `token` may wait for its trial's registration (`None`:
+    /// not expected, or no longer).
+    pub(crate) fn expected_until(&self, token: &str) -> Option<std::time::Instant> {
+        let mut r = lock(&self.inner);
+        let until = *r.expected.get(token)?;
+        if until <= std::time::Instant::now() {
+            r.expected.remove(token);
+            return None;
+        }
+        Some(until)
     }
 
     pub(crate) fn by_id(&self, id: &str) -> Option<Arc<TrialState>> {

@@ -404,3 +404,74 @@ async fn a_trial_is_re_registered_under_the_token_its_agent_holds() {
     let taken = second.register_trial_with("v", options(&token));
     assert!(taken.is_err(), "one token, one trial");
 }
+
+#[tokio::test]
+async fn a_call_with_an_announced_token_waits_for_its_trials_registration() {
+    let (up, first, token) = setup().await;
+    drop(first);
+    // The restarted proxy: the token is announced, its trial not registered yet.
+    let second = std::sync::Arc::new(proxy_to(&up.url(), scripts()).await);
+    second.expect_tokens(
+        std::slice::from_ref(&token),
+        std::time::Duration::from_secs(30),
+    );
+    let base = second.base_url();
+    let early = {
+        let (base, token) = (base.clone(), token.clone());
+        tokio::spawn(async move {
+            let r = post(&base, "/v1/messages", &token, &claude_req(false)).await;
+            (r.status(), r.text().await.expect("body"))
+        })
+    };
+    // A token nobody announced is refused at once.
+    let stranger = post(
+        &base,
+        "/v1/messages",
+        "rb-trial-00000000-0000-0000-0000-000000000000",
+        &claude_req(false),
+    )
+    .await;
+    assert_eq!(stranger.status(), 401);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(!early.is_finished(), "the announced call waits");
+    second
+        .register_trial_with(
+            "t",
+            TrialOptions {
+                reuse_token: Some(token.clone()),
+                ..Default::default()
+            },
+        )
+        .expect("re-register");
+    let (status, text) = early.await.expect("the waiting call");
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("tool_use"),
+        "answered once registered: {text}"
+    );
+    assert_eq!(second.usage("t").expect("usage").requests, 1);
+}
+
+#[tokio::test]
+async fn an_announced_token_whose_trial_never_comes_is_refused_at_the_deadline() {
+    let (up, first, token) = setup().await;
+    drop(first);
+    let second = proxy_to(&up.url(), scripts()).await;
+    second.expect_tokens(
+        std::slice::from_ref(&token),
+        std::time::Duration::from_millis(500),
+    );
+    let started = std::time::Instant::now();
+    let r = post(
+        &second.base_url(),
+        "/v1/messages",
+        &token,
+        &claude_req(false),
+    )
+    .await;
+    assert_eq!(r.status(), 401);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(400),
+        "it waited for the announced registration first"
+    );
+}
