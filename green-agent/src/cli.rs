@@ -516,6 +516,14 @@ async fn run_and_report(
         None => crate::ownership::claim(&dir, run_id, "run")?,
     };
     let mut plan = plan;
+    let expected_tokens = if resume {
+        let store = Store::open_with(&dir, database.as_ref()).await?;
+        let tokens = crate::trial::Leftovers::proxy_tokens(&store, run_id).await?;
+        store.close().await;
+        tokens
+    } else {
+        Vec::new()
+    };
     if resume && plan.settings.proxy_port == 0 {
         // Agents left running call the proxy's old port: listen there again if it is free.
         let store = Store::open_with(&dir, database.as_ref()).await?;
@@ -532,6 +540,11 @@ async fn run_and_report(
         }
     }
     let prepared = prepare(plan, env).await?;
+    if let Some(proxy) = &prepared.proxy {
+        // Agents left running call the port as soon as it answers, before their trials are
+        // reattached and registered again.
+        proxy.expect(&expected_tokens);
+    }
     let store = Store::open_with(&dir, database.as_ref()).await?;
     let total = prepared.trials.len() as u64;
     let done_before = if resume {

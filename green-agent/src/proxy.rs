@@ -21,6 +21,9 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
+/// How long a call of an agent left running may wait for its trial's re-registration.
+const EXPECT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 impl Proxy {
     /// Starts the proxy on all interfaces at `port` (0 = any): agent networks reach it through
     /// their gateway, fenced by the sandbox's firewall rules to this port alone.
@@ -77,6 +80,12 @@ impl Proxy {
             )
             .map(|t| t.as_str().to_owned())
             .map_err(|e| e.to_string())
+    }
+
+    /// Announces the tokens of agents left running by a dead green agent of this run: their
+    /// calls wait for the trials' re-registration (bounded) instead of being refused.
+    pub fn expect(&self, tokens: &[String]) {
+        self.inner.expect_tokens(tokens, EXPECT_WAIT);
     }
 
     /// Ends an attempt: its token stops working (a retry registers the trial afresh).

@@ -525,11 +525,14 @@ pub async fn execute_until(
             .filter(|t| t.state == "done")
             .map(|t| t.planned.id.clone())
             .collect();
-        let pending: Vec<TrialInput> = prepared
+        let mut pending: Vec<TrialInput> = prepared
             .trials
             .into_iter()
             .filter(|t| !done.contains(&t.planned.id))
             .collect();
+        // A resumed run takes up what a dead owner left first: its agents may still be running
+        // (and calling the model proxy, which knows them only once they are reattached).
+        pending.sort_by_key(|t| !leftovers.has(&t.planned.id));
         info!(
             total = planned.len(),
             done = done.len(),

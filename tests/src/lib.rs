@@ -273,7 +273,8 @@ impl AgentCreations {
 /// A shell command making one call to the scripted model `scripted:<script>` through the model
 /// proxy the agent was given (its URL and dummy token from the environment); it fails when the
 /// proxy answers with an error. A refused connection (no proxy listening: its green agent is
-/// restarting) is retried for up to 120 s, as the real agent CLIs retry.
+/// restarting) is retried for up to 120 s, and an answer is awaited up to 300 s, as the real
+/// agent CLIs do (a resumed run's proxy holds a call until its trial is reattached).
 pub fn model_call_command(script: &str) -> String {
     format!(
         r#"python3 -c '
@@ -289,7 +290,7 @@ import time, urllib.error
 deadline = time.time() + 120
 while True:
     try:
-        urllib.request.urlopen(req, timeout=20).read()
+        urllib.request.urlopen(req, timeout=300).read()
         break
     except urllib.error.URLError as e:
         # Nothing listening (the green agent restarting): the call never arrived, retry as

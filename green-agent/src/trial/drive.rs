@@ -368,7 +368,12 @@ impl Dog<'_> {
                 Err(lost) => Step::NodeLost(lost),
             }
         };
-        while let Ok(id) = to_record.try_recv() {
+        // The recording future may have been dropped in the middle of its store write (the
+        // select above cancels it when the exchange ends first), taking its id off the channel
+        // unwritten: the last id seen is written again here (the same value: idempotent).
+        drop(to_record);
+        let last = lock(watch).recorded.clone();
+        if let Some(id) = last {
             self.record_task(&id).await;
         }
         step

@@ -167,6 +167,28 @@ impl Leftovers {
             .flatten())
     }
 
+    /// The model proxy tokens the open attempts' agents hold (those agents may still be
+    /// calling).
+    pub async fn proxy_tokens(
+        store: &Store,
+        run_id: &str,
+    ) -> Result<Vec<String>, crate::store::StoreError> {
+        Ok(store
+            .open_attempts(run_id)
+            .await?
+            .into_iter()
+            .filter_map(|a| a.place.proxy_token)
+            .collect())
+    }
+
+    /// Whether a dead owner left something of `trial_id` (an open attempt).
+    pub(crate) fn has(&self, trial_id: &str) -> bool {
+        self.by_trial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(trial_id)
+    }
+
     /// The leftovers of one trial (once).
     pub(crate) fn take(&self, trial_id: &str) -> Option<Left> {
         self.by_trial
