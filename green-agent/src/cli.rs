@@ -516,20 +516,17 @@ async fn run_and_report(
         None => crate::ownership::claim(&dir, run_id, "run")?,
     };
     let mut plan = plan;
-    let expected_tokens = if resume {
+    let (old_port, expected_tokens) = if resume {
         let store = Store::open_with(&dir, database.as_ref()).await?;
-        let tokens = crate::trial::Leftovers::proxy_tokens(&store, run_id).await?;
+        let found = crate::trial::Leftovers::proxy_of_open_attempts(&store, run_id).await?;
         store.close().await;
-        tokens
+        found
     } else {
-        Vec::new()
+        (None, Vec::new())
     };
-    if resume && plan.settings.proxy_port == 0 {
+    if plan.settings.proxy_port == 0 {
         // Agents left running call the proxy's old port: listen there again if it is free.
-        let store = Store::open_with(&dir, database.as_ref()).await?;
-        let port = crate::trial::Leftovers::proxy_port(&store, run_id).await?;
-        store.close().await;
-        if let Some(port) = port {
+        if let Some(port) = old_port {
             if std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
                 plan.settings.proxy_port = port;
             } else {

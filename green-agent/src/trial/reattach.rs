@@ -150,35 +150,24 @@ impl Leftovers {
         ))
     }
 
-    /// The model proxy port the open attempts' agents were told (one port; `None` when none
-    /// or several), for a resumed run to listen on again.
-    pub async fn proxy_port(
+    /// What the open attempts' agents were told of the model proxy: its port (one port; `None`
+    /// when none or several), for a resumed run to listen on again, and their tokens (those
+    /// agents may still be calling).
+    pub async fn proxy_of_open_attempts(
         store: &Store,
         run_id: &str,
-    ) -> Result<Option<u16>, crate::store::StoreError> {
-        let ports: std::collections::BTreeSet<u16> = store
-            .open_attempts(run_id)
-            .await?
-            .into_iter()
-            .filter_map(|a| a.place.proxy_port)
-            .collect();
-        Ok((ports.len() == 1)
+    ) -> Result<(Option<u16>, Vec<String>), crate::store::StoreError> {
+        let open = store.open_attempts(run_id).await?;
+        let ports: std::collections::BTreeSet<u16> =
+            open.iter().filter_map(|a| a.place.proxy_port).collect();
+        let port = (ports.len() == 1)
             .then(|| ports.into_iter().next())
-            .flatten())
-    }
-
-    /// The model proxy tokens the open attempts' agents hold (those agents may still be
-    /// calling).
-    pub async fn proxy_tokens(
-        store: &Store,
-        run_id: &str,
-    ) -> Result<Vec<String>, crate::store::StoreError> {
-        Ok(store
-            .open_attempts(run_id)
-            .await?
+            .flatten();
+        let tokens = open
             .into_iter()
             .filter_map(|a| a.place.proxy_token)
-            .collect())
+            .collect();
+        Ok((port, tokens))
     }
 
     /// Whether a dead owner left something of `trial_id` (an open attempt).
