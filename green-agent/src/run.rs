@@ -646,6 +646,14 @@ pub async fn execute_until(
         // Containers and networks of finished trials are removed in the background: the run
         // ends only once they are gone.
         env.teardown.wait().await;
+        // Nothing of the run runs now: whatever still carries its label is garbage. A dead
+        // owner's Docker requests still in flight when it was killed can create objects after
+        // this resume's adoption scan; they go here.
+        match env.backend.reap(Some(run_id)).await {
+            Ok(0) => {}
+            Ok(n) => warn!(removed = n, "removed objects of the run that no trial held"),
+            Err(e) => warn!(error = %e, "removing the run's stray objects failed"),
+        }
         if let Some(e) = first_error {
             return Err(e);
         }
