@@ -21,6 +21,8 @@ mod attempts;
 
 /// File name of the database inside a run directory.
 pub const DB_FILE: &str = "store.sqlite";
+/// The lock file beside [`DB_FILE`] that serialises migrations across processes.
+const MIGRATION_LOCK: &str = "store.migrate.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -96,6 +98,26 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Holds the exclusive lock of `dir`'s migration lock file until dropped (waits for another
+/// process holding it; the kernel releases it if that process dies).
+async fn lock_migrations(dir: &Path) -> Result<std::fs::File, StoreError> {
+    let path = dir.join(MIGRATION_LOCK);
+    let io = |source| StoreError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|join| io(std::io::Error::other(join)))?
+        .map_err(io)
+}
+
 impl Store {
     /// Opens (creating if needed) the store in `dir`, its rows in `dir`'s own SQLite file, and
     /// applies migrations.
@@ -119,6 +141,13 @@ impl Store {
             at: at.clone(),
             source,
         };
+        // Two processes opening a new SQLite store at once (a run creating it, a `report` or a
+        // viewer polling it) would both run the migrations: the loser fails on `CREATE TABLE`.
+        // PostgreSQL serialises migrations itself; SQLite's are serialised by a file lock.
+        let _migrating = match database {
+            Some(_) => None,
+            None => Some(lock_migrations(dir).await?),
+        };
         let pool = match database {
             Some(url) => crate::database::connect_postgres(url, 4, true).await,
             None => crate::database::connect_sqlite(&dir.join(DB_FILE), false, 4).await,
@@ -130,6 +159,7 @@ impl Store {
                 at: at.clone(),
                 source,
             })?;
+        drop(_migrating);
         Ok(Self {
             pool,
             dir: dir.to_path_buf(),
@@ -817,6 +847,34 @@ mod tests {
             task_hash: "h".into(),
             agent: "oracle".into(),
             repeat_index: 0,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn stores_opened_at_once_on_a_new_directory_all_migrate_cleanly() {
+        // What a run creating its store and a `report`/viewer polling it do at the same moment
+        // (each its own pool, as in separate processes).
+        for round in 0..5 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let opens = (0..6).map(|_| {
+                let dir = dir.path().to_path_buf();
+                tokio::spawn(async move { Store::open(&dir).await })
+            });
+            for (i, open) in futures::future::join_all(opens)
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                let store = open
+                    .expect("join")
+                    .unwrap_or_else(|e| panic!("round {round}, open {i}: {e:#?}"));
+                store.close().await;
+            }
+            let store = Store::open(dir.path()).await.expect("reopen");
+            store
+                .create_run("r", &serde_json::json!({}), &[planned("a")])
+                .await
+                .expect("usable");
         }
     }
 
