@@ -236,6 +236,8 @@ pub struct CopyIn {
     /// Mode of the destination directory or file; `None` = `0o755` for a directory, the host
     /// file's mode for a file. Files inside a directory keep their host modes.
     pub mode: Option<u32>,
+    /// Group and other write bits cleared on everything copied (see [`CopyIn::read_only`]).
+    pub read_only: bool,
 }
 
 impl CopyIn {
@@ -246,7 +248,15 @@ impl CopyIn {
             sandbox_path: sandbox_path.into(),
             owner: None,
             mode: None,
+            read_only: false,
         }
+    }
+
+    /// Writable by its owner alone (group and other write bits cleared on every entry): with
+    /// [`CopyIn::owned_by`] root, what a read-only bind mount gives the sandbox user.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
     }
 
     /// Owned by `uid:gid` instead of the sandbox user.

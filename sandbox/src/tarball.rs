@@ -16,15 +16,16 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SandboxError + '_ {
     }
 }
 
-/// Appends the contents of `dir` under the archive path `prefix`, owned by `uid:gid`.
+/// Appends the contents of `dir` under the archive path `prefix`, owned by `uid:gid`, with the
+/// mode bits of `clear` cleared on every entry.
 pub(crate) fn append_tree_at<W: Write>(
     builder: &mut tar::Builder<W>,
     dir: &Path,
     prefix: &Path,
-    uid: u32,
-    gid: u32,
+    (uid, gid): (u32, u32),
+    clear: u32,
 ) -> Result<(), SandboxError> {
-    append_tree_named(builder, dir, Path::new(""), prefix, uid, gid)
+    append_tree_named(builder, dir, Path::new(""), prefix, (uid, gid), clear)
 }
 
 fn append_tree_named<W: Write>(
@@ -32,8 +33,8 @@ fn append_tree_named<W: Write>(
     dir: &Path,
     rel: &Path,
     prefix: &Path,
-    uid: u32,
-    gid: u32,
+    (uid, gid): (u32, u32),
+    clear: u32,
 ) -> Result<(), SandboxError> {
     let here = dir.join(rel);
     let mut entries: Vec<_> = std::fs::read_dir(&here)
@@ -48,6 +49,7 @@ fn append_tree_named<W: Write>(
         let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
         let mut header = tar::Header::new_gnu();
         header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+        header.set_mode(header.mode().map_err(io_err(&path))? & !clear);
         header.set_uid(u64::from(uid));
         header.set_gid(u64::from(gid));
         header.set_username("").ok();
@@ -58,7 +60,7 @@ fn append_tree_named<W: Write>(
             builder
                 .append_data(&mut header, &archived, std::io::empty())
                 .map_err(io_err(&path))?;
-            append_tree_named(builder, dir, &name, prefix, uid, gid)?;
+            append_tree_named(builder, dir, &name, prefix, (uid, gid), clear)?;
         } else if ft.is_file() {
             let file = std::fs::File::open(&path).map_err(io_err(&path))?;
             builder
@@ -640,7 +642,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("d")).expect("mkdir");
         std::fs::write(dir.path().join("d/f"), "x").expect("write");
         let mut builder = tar::Builder::new(Vec::new());
-        append_tree_at(&mut builder, dir.path(), Path::new("top"), 1000, 1001).expect("tar");
+        append_tree_at(&mut builder, dir.path(), Path::new("top"), (1000, 1001), 0).expect("tar");
         let tar = builder.into_inner().expect("tar");
         let mut archive = tar::Archive::new(&tar[..]);
         let mut names = Vec::new();

@@ -546,6 +546,124 @@ async fn capacity_counts_reservations_by_run_and_a_drained_node_loses_its_tasks(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn over_http_mounts_travel_as_read_only_copies_and_files_arrive_before_the_command() {
+    // What lets a sandbox run on another node: no host path is bound, and the command (the
+    // adapter, reading its workspace at once) starts only when everything is in.
+    with_swarm_over(Transport::Http, |backend, image| async move {
+        let run = run_id("swarm-http-mounts");
+        let host = tempfile::tempdir().expect("tempdir");
+        let tools = host.path().join("tools");
+        std::fs::create_dir_all(tools.join("lib")).expect("mkdir");
+        std::fs::write(tools.join("tool"), "#!/bin/sh\necho tool-ran\n").expect("write");
+        std::fs::write(tools.join("lib/open.txt"), "everyone may write me").expect("write");
+        let adapter = host.path().join("adapter");
+        std::fs::write(&adapter, "#!/bin/sh\necho adapter-ran\n").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        for (path, mode) in [
+            (tools.join("tool"), 0o777),
+            (tools.join("lib/open.txt"), 0o666),
+            (adapter.clone(), 0o775),
+        ] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        let seed = host.path().join("seed");
+        std::fs::create_dir_all(&seed).expect("mkdir");
+        std::fs::write(seed.join("input.txt"), "seed-bytes").expect("write");
+
+        let mut s = spec(&image, &run);
+        s.mounts.push(sandbox::ReadOnlyMount {
+            host_path: tools.clone(),
+            sandbox_path: "/opt/platform/tools".into(),
+        });
+        s.mounts.push(sandbox::ReadOnlyMount {
+            host_path: adapter.clone(),
+            sandbox_path: "/opt/platform/adapter".into(),
+        });
+        // Records what it saw the moment it started.
+        s.command = Some(vec![
+            "sh".into(),
+            "-c".into(),
+            "{ cat /workspace/input.txt; echo; /opt/platform/adapter; /opt/platform/tools/tool; } \
+             > /tmp/at-start 2>&1; sleep 600"
+                .into(),
+        ]);
+        let sb = backend
+            .create_with(s, &[CopyIn::new(&seed, "/workspace")])
+            .await
+            .expect("create with files");
+        let mut seen = String::new();
+        for _ in 0..100 {
+            let out = sb.exec(exec(&["cat", "/tmp/at-start"])).await.expect("cat");
+            seen = text(&out.stdout);
+            if seen.contains("tool-ran") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(seen, "seed-bytes\nadapter-ran\ntool-ran\n");
+
+        let mut root = exec(&[
+            "stat",
+            "-c",
+            "%n %u:%g %a",
+            "/opt/platform/tools",
+            "/opt/platform/tools/tool",
+            "/opt/platform/tools/lib",
+            "/opt/platform/tools/lib/open.txt",
+            "/opt/platform/adapter",
+            "/workspace/input.txt",
+        ]);
+        root.user = Some("0".into());
+        let out = sb.exec(root).await.expect("stat");
+        assert_eq!(
+            text(&out.stdout),
+            "/opt/platform/tools 0:0 755\n/opt/platform/tools/tool 0:0 755\n\
+             /opt/platform/tools/lib 0:0 755\n/opt/platform/tools/lib/open.txt 0:0 644\n\
+             /opt/platform/adapter 0:0 755\n/workspace/input.txt 1000:1000 644\n",
+            "{}",
+            text(&out.stderr)
+        );
+        // The sandbox user can change none of it, as with a read-only bind mount.
+        let out = sb
+            .exec(exec(&[
+                "sh",
+                "-c",
+                "for p in /opt/platform/tools/tool /opt/platform/tools/lib/open.txt \
+                 /opt/platform/adapter; do echo x >> $p 2>/dev/null && echo WROTE $p; done; \
+                 touch /opt/platform/tools/new 2>/dev/null && echo CREATED; \
+                 rm -f /opt/platform/adapter 2>/dev/null; test -e /opt/platform/adapter && echo kept",
+            ]))
+            .await
+            .expect("write attempts");
+        assert_eq!(text(&out.stdout), "kept\n", "{}", text(&out.stderr));
+        // No host path is bound into the service.
+        let services = backend
+            .docker()
+            .client()
+            .list_services(Some(ListServicesOptions {
+                filters: Some(run_filter(&run)),
+                status: None,
+            }))
+            .await
+            .expect("services");
+        assert_eq!(services.len(), 1);
+        for service in &services {
+            let mounts = service
+                .spec
+                .as_ref()
+                .and_then(|s| s.task_template.as_ref())
+                .and_then(|t| t.container_spec.as_ref())
+                .and_then(|c| c.mounts.clone())
+                .unwrap_or_default();
+            assert!(mounts.is_empty(), "{mounts:?}");
+        }
+        sb.remove().await.expect("remove");
+        assert_eq!(settle(&backend, &run).await, (0, 0, 0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn over_http_copies_execs_stop_and_copy_out_keep_the_docker_backends_semantics() {
     with_swarm_over(Transport::Http, |backend, image| async move {
         let run = run_id("swarm-http-ops");

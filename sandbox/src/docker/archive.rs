@@ -247,6 +247,7 @@ pub(crate) fn spool_items(
     for item in items {
         let rel = Path::new(item.sandbox_path.trim_start_matches('/'));
         let (uid, gid) = item.owner.unwrap_or(default_owner);
+        let clear = if item.read_only { 0o022 } else { 0 };
         let host = &item.host_path;
         let io = |source| SandboxError::Io {
             path: host.clone(),
@@ -257,7 +258,7 @@ pub(crate) fn spool_items(
             if !rel.as_os_str().is_empty() {
                 let mut header = tar::Header::new_gnu();
                 header.set_entry_type(tar::EntryType::Directory);
-                header.set_mode(item.mode.unwrap_or(0o755));
+                header.set_mode(item.mode.unwrap_or(0o755) & !clear);
                 header.set_uid(u64::from(uid));
                 header.set_gid(u64::from(gid));
                 header.set_size(0);
@@ -266,7 +267,7 @@ pub(crate) fn spool_items(
                     .append_data(&mut header, rel, std::io::empty())
                     .map_err(io)?;
             }
-            tarball::append_tree_at(&mut builder, host, rel, uid, gid)?;
+            tarball::append_tree_at(&mut builder, host, rel, (uid, gid), clear)?;
         } else if meta.is_file() {
             if rel.file_name().is_none() {
                 return Err(SandboxError::InvalidSpec(format!(
@@ -280,6 +281,7 @@ pub(crate) fn spool_items(
             if let Some(mode) = item.mode {
                 header.set_mode(mode);
             }
+            header.set_mode(header.mode().map_err(io)? & !clear);
             header.set_uid(u64::from(uid));
             header.set_gid(u64::from(gid));
             header.set_username("").ok();

@@ -273,7 +273,7 @@ impl SwarmBackend {
 
     /// [`Backend::create`], as the concrete sandbox.
     pub async fn create_sandbox(&self, spec: SandboxSpec) -> Result<SwarmSandbox, SandboxError> {
-        service::create(self, spec).await
+        service::create(self, spec, &[]).await
     }
 
     /// Removes this backend's objects whose owner process is dead, only within `run_id` when
@@ -290,7 +290,15 @@ impl Backend for SwarmBackend {
     }
 
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
-        service::create(self, spec)
+        self.create_with(spec, &[]).await
+    }
+
+    async fn create_with(
+        &self,
+        spec: SandboxSpec,
+        files: &[CopyIn],
+    ) -> Result<Box<dyn Sandbox>, SandboxError> {
+        service::create(self, spec, files)
             .await
             .map(|s| Box::new(s) as Box<dyn Sandbox>)
     }

@@ -3,10 +3,11 @@
 # Runs as root in a swarm sandbox's container (the child of its init), starts the sandbox's own
 # command as the sandbox user, and serves over HTTP what the host needs of the sandbox: files
 # in (PUT /files, a tar), execs (POST /exec), files out (GET /files?path=, a tar), the main
-# command's exit (GET /main), its output (GET /logs) and its stop (POST /stop).
+# command's exit (GET /main), its output (GET /logs) and its stop (POST /stop). With --hold the
+# main command waits for POST /start (the host copies the sandbox's files in first).
 #
 # Arguments: --port N --token-file F --user SPEC [--workdir DIR] [--peer IP]
-#            [--max-upload BYTES] [--home-set] -- COMMAND...
+#            [--max-upload BYTES] [--home-set] [--hold] -- COMMAND...
 # Every request must carry "Authorization: Bearer <token>" (the token file is a root-only
 # Swarm secret); connections from any address but --peer (the relay) are closed unread.
 # Every read is bounded: header lines and count (http.server), bodies (Content-Length only,
@@ -47,6 +48,9 @@ class State:
     home_set = False
     main = None
     main_exit = None
+    command = None
+    started = False
+    start_lock = threading.Lock()
     exited = threading.Condition()
     logs = bytearray()
     logs_lock = threading.Lock()
@@ -600,11 +604,45 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/stop":
             stop_main(float(req.get("grace_ms", 10000)) / 1000.0)
             self.send_json(200, {"exit": State.main_exit})
+        elif path == "/start":
+            self.send_json(200, {"started": start_main()})
         else:
             self.fail(404, "no such endpoint")
 
 
+def start_main():
+    """Starts the main command once (later calls do nothing); False when it had been stopped
+    before it started."""
+    with State.start_lock:
+        if State.started:
+            return State.main is not None or State.main_exit == 127
+        State.started = True
+        if State.main_exit is not None:
+            return False
+        try:
+            proc = spawn(State.command, {}, os.getcwd(), State.user)
+        except (OSError, ValueError) as e:
+            # Like a command that failed at once: its exit is 127, the reason in its logs.
+            message = ("rb-runner: cannot start %r: %s\n" % (State.command[0], e)).encode()
+            keep_log(2)(message)
+            with State.exited:
+                State.main_exit = 127
+                State.exited.notify_all()
+            return True
+        State.main = proc
+        threading.Thread(target=watch_main, args=(proc,), daemon=True).start()
+        return True
+
+
 def stop_main(grace):
+    with State.start_lock:
+        if not State.started:
+            # Stopped before it started: it never will.
+            State.started = True
+            with State.exited:
+                State.main_exit = 143
+                State.exited.notify_all()
+            return
     proc = State.main
     if proc is None or State.main_exit is not None:
         return
@@ -654,6 +692,7 @@ def main(args):
     port, command = None, []
     token_file = None
     workdir = None
+    hold = False
     i = 0
     while i < len(args):
         a = args[i]
@@ -662,6 +701,10 @@ def main(args):
             break
         if a == "--home-set":
             State.home_set = True
+            i += 1
+            continue
+        if a == "--hold":
+            hold = True
             i += 1
             continue
         value = args[i + 1]
@@ -703,17 +746,9 @@ def main(args):
             return 126
     server = Server(("0.0.0.0", port), Handler)
     server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    try:
-        proc = spawn(command, {}, os.getcwd(), State.user)
-    except (OSError, ValueError) as e:
-        # Like a command that failed at once: its exit is 127, the reason in its logs.
-        message = ("rb-runner: cannot start %r: %s\n" % (command[0], e)).encode()
-        keep_log(2)(message)
-        State.main_exit = 127
-        proc = None
-    State.main = proc
-    if proc is not None:
-        threading.Thread(target=watch_main, args=(proc,), daemon=True).start()
+    State.command = command
+    if not hold:
+        start_main()
 
     def on_term(signum, frame):
         # The engine stops the container: stop the command, then leave with its code.

@@ -80,6 +80,12 @@ impl std::fmt::Debug for Runner {
     }
 }
 
+/// The runner's answer to a start.
+#[derive(Debug, Deserialize)]
+struct StartAnswer {
+    started: bool,
+}
+
 /// What the runner says of itself.
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub(super) struct Health {
@@ -511,6 +517,30 @@ impl Runner {
             if let Some(code) = self.main_exit(WAIT_SLICE).await? {
                 return Ok(code);
             }
+        }
+    }
+
+    /// Starts the main command of a runner started with `--hold` (once; later calls do
+    /// nothing). Fails when the sandbox was stopped before its command started.
+    pub(super) async fn start(&self) -> Result<(), SandboxError> {
+        let answer: StartAnswer = self
+            .json(
+                "start",
+                Method::POST,
+                "/start",
+                Some(b"{}".to_vec()),
+                SHORT,
+                SMALL_ANSWER,
+            )
+            .await?;
+        if answer.started {
+            Ok(())
+        } else {
+            Err(self.error(
+                "start",
+                "the sandbox was stopped before its command started",
+                None,
+            ))
         }
     }
 

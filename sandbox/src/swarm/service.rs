@@ -22,7 +22,7 @@ use crate::docker::{
     DEFAULT_USER, DockerSandbox, api_error, object_labels, object_name, remove_container,
     status_of, validate_spec,
 };
-use crate::{NetworkPolicy, SandboxError, SandboxSpec};
+use crate::{CopyIn, NetworkPolicy, SandboxError, SandboxSpec};
 
 /// What the `http` transport adds to a service: the runner's objects and its one peer.
 struct RunnerSetup<'a> {
@@ -83,6 +83,8 @@ fn service_spec(
             if spec.env.contains_key("HOME") {
                 args.push("--home-set".into());
             }
+            // The main command waits until the sandbox's files (its mounts among them) are in.
+            args.push("--hold".into());
             args.push("--".into());
             args.extend(main);
             (vec!["python3".to_string()], args, "0:0".to_string())
@@ -123,9 +125,12 @@ fn service_spec(
                     no_new_privileges: Some(true),
                     ..Default::default()
                 }),
+                // Over `http` a mount travels as a read-only root-owned copy instead: a host
+                // path means nothing on another node.
                 mounts: Some(
                     spec.mounts
                         .iter()
+                        .filter(|_| runner.is_none())
                         .map(|m| Mount {
                             target: Some(m.sandbox_path.clone()),
                             source: Some(m.host_path.display().to_string()),
@@ -180,9 +185,12 @@ fn service_spec(
     })
 }
 
+/// Creates the service of `spec` holding `files` (and, over `http`, copies of its mounts)
+/// before its main command starts.
 pub(super) async fn create(
     backend: &SwarmBackend,
     spec: SandboxSpec,
+    files: &[CopyIn],
 ) -> Result<SwarmSandbox, SandboxError> {
     validate_spec(&spec)?;
     let docker = backend.docker.client();
@@ -311,7 +319,11 @@ pub(super) async fn create(
                 private_network,
                 objects,
             };
-            if let Err(e) = super::setid::harden(backend, &sandbox, nnp, &image_id, &name).await {
+            let ready = async {
+                super::setid::harden(backend, &sandbox, nnp, &image_id, &name).await?;
+                place_files(&sandbox, &spec, files).await
+            };
+            if let Err(e) = ready.await {
                 if let Err(cleanup) = crate::Sandbox::remove(&sandbox).await {
                     tracing::warn!(service = %name, error = %cleanup, "removing a half-created service failed");
                 }
@@ -350,6 +362,41 @@ pub(super) async fn create(
                 tracing::warn!(service = %name, error = %cleanup, "removing a half-created service failed");
             }
             Err(e)
+        }
+    }
+}
+
+/// Puts `files` into a just-created sandbox and starts its main command: over `http` in one
+/// upload with the spec's mounts as read-only root-owned copies, then the held command is
+/// started; over `engine` (mounts bound, command running) the files are copied after.
+async fn place_files(
+    sandbox: &SwarmSandbox,
+    spec: &SandboxSpec,
+    files: &[CopyIn],
+) -> Result<(), SandboxError> {
+    match &sandbox.access {
+        Access::Http { runner, ids, .. } => {
+            let mut all: Vec<CopyIn> = spec
+                .mounts
+                .iter()
+                .map(|m| {
+                    CopyIn::new(&m.host_path, m.sandbox_path.clone())
+                        .owned_by(0, 0)
+                        .read_only()
+                })
+                .collect();
+            all.extend(files.iter().cloned());
+            if !all.is_empty() {
+                runner.copy_in(all, *ids, None).await?;
+            }
+            runner.start().await
+        }
+        Access::Engine(container) => {
+            if files.is_empty() {
+                Ok(())
+            } else {
+                crate::Sandbox::copy_in_many(container, files).await
+            }
         }
     }
 }
