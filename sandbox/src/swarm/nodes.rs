@@ -123,6 +123,34 @@ fn unusable(node: &Node, constraints: &[String]) -> Option<String> {
         .map(|c| format!("placement constraint `{c}` excludes it"))
 }
 
+/// [`SandboxError::NodeLost`] when the node `node_id` a service's not yet running task was
+/// assigned to is gone or no longer takes tasks (down, drained): Swarm keeps such a task
+/// assigned to it, so waiting longer would not run it.
+pub(super) async fn assigned_node_lost(
+    backend: &SwarmBackend,
+    service_name: &str,
+    node_id: &str,
+) -> Result<Option<SandboxError>, SandboxError> {
+    let docker = backend.docker.client();
+    let (node, why) = match docker.inspect_node(node_id).await {
+        Ok(n) => match unusable(&n, &[]) {
+            Some(why) => (hostname(&n), format!("it left the usable nodes: {why}")),
+            None => return Ok(None),
+        },
+        Err(e) if status_of(&e) == Some(404) => (
+            node_id.to_string(),
+            "it was removed from the cluster".into(),
+        ),
+        Err(e) => return Err(api_error(&backend.docker.endpoint, "inspect_node", e)),
+    };
+    Ok(Some(SandboxError::NodeLost {
+        service: service_name.to_string(),
+        node,
+        node_id: node_id.to_string(),
+        why,
+    }))
+}
+
 /// Every placement constraint of the backend's services: the configured ones, and with the
 /// `engine` transport the pin to this node.
 pub(super) fn constraints(backend: &SwarmBackend) -> Vec<String> {

@@ -272,15 +272,20 @@ pub(super) async fn create(
             detail: "the engine returned no service id".into(),
         })?;
         service_id = Some(id.clone());
-        let container_id = wait_running(backend, &id, &name).await?;
+        let (container_id, node_id) = wait_running(backend, &id, &name).await?;
         let access = match (token, relay) {
             (Some(token), Some(relay)) => {
                 let address = std::net::SocketAddr::new(relay.host_address, RUNNER_PORT);
                 let runner = Runner::new(address, token, name.clone());
-                let health = runner.ready().await.map_err(|e| SandboxError::Scheduling {
-                    service: name.clone(),
-                    detail: format!("its sandbox runner did not answer: {e}"),
-                })?;
+                // A node that goes down while its runner starts is named at once, not after
+                // the runner's readiness timeout.
+                let health = tokio::select! {
+                    health = runner.ready() => health.map_err(|e| SandboxError::Scheduling {
+                        service: name.clone(),
+                        detail: format!("its sandbox runner did not answer: {e}"),
+                    })?,
+                    lost = node_gone(backend, &name, &node_id) => return Err(lost),
+                };
                 (
                     Access::Http {
                         runner,
@@ -435,16 +440,37 @@ pub(super) async fn task_exit(
     Ok(None)
 }
 
+/// Resolves once the node `node_id` leaves the usable nodes (checked every [`NODE_CHECK`]; an
+/// engine error is taken as no news).
+async fn node_gone(backend: &SwarmBackend, name: &str, node_id: &str) -> SandboxError {
+    loop {
+        tokio::time::sleep(NODE_CHECK).await;
+        if node_id.is_empty() {
+            continue;
+        }
+        match super::nodes::assigned_node_lost(backend, name, node_id).await {
+            Ok(Some(lost)) => return lost,
+            Ok(None) => {}
+            Err(e) => tracing::debug!(service = name, error = %e, "checking a task's node failed"),
+        }
+    }
+}
+
+/// How often a task waiting on its node has that node checked.
+const NODE_CHECK: Duration = Duration::from_secs(1);
+
 /// Waits for the service's task to run (on this node with the `engine` transport); returns its
-/// container id.
+/// container id and its node's id. A task assigned to a node that then leaves is
+/// [`SandboxError::NodeLost`] at once.
 async fn wait_running(
     backend: &SwarmBackend,
     service_id: &str,
     name: &str,
-) -> Result<String, SandboxError> {
+) -> Result<(String, String), SandboxError> {
     let docker = backend.docker.client();
     let began = Instant::now();
     let mut pause = Duration::from_millis(20);
+    let mut node_checked = Instant::now();
     loop {
         let tasks = docker
             .list_tasks(Some(ListTasksOptions {
@@ -483,7 +509,7 @@ async fn wait_running(
                         });
                     }
                     if let Some(id) = status.container_status.and_then(|c| c.container_id) {
-                        return Ok(id);
+                        return Ok((id, task.node_id.unwrap_or_default()));
                     }
                 }
                 Some(
@@ -499,7 +525,19 @@ async fn wait_running(
                         detail: last,
                     });
                 }
-                _ => {}
+                _ => {
+                    // Assigned to a node that then went down: Swarm keeps it there.
+                    if let Some(node) = task.node_id.as_deref().filter(|n| !n.is_empty())
+                        && node_checked.elapsed() >= NODE_CHECK
+                    {
+                        node_checked = Instant::now();
+                        if let Some(lost) =
+                            super::nodes::assigned_node_lost(backend, name, node).await?
+                        {
+                            return Err(lost);
+                        }
+                    }
+                }
             }
         }
         if began.elapsed() > backend.schedule_timeout {
