@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::checks::canary::{Planted, StaticTests};
 use crate::env::{AGENT_USER, Env, Fault, FileRead, LOG_CAP, Outcome, exit_note, sv, tail, unique};
 use crate::snapshot;
 use crate::status::Status;
@@ -20,8 +21,16 @@ use crate::status::Status;
 /// main log afterwards, as root). Earlier graders' folders under `<scratch>/runs` become
 /// root-only first, so one grader's held-out tests are out of reach of agent code run by the
 /// next.
+///
+/// With a framework (`$7`), the same exec then lists the held-out tests at `$8` (a run's copy)
+/// with our lister (`python3 -I`, as root) and writes the canary text `$11`: beside the tests
+/// (`$9` = `beside`, file name `$10`: into `$8` when it is a folder, else into its folder) or at
+/// the absolute path `$10` (`$9` = `at`); it prints the kind (`D` folder, `F` file, `A` at), the
+/// canary's path and the listing, one per line. Exit 71: the listing failed; 72: the canary
+/// could not be written.
 const ISOLATE: &str = r#"set -u
-w="$1"; hidden="$2"; scratch="$3"; rb="$4"; runlog="$5"; owner="$6"; shift 6
+w="$1"; hidden="$2"; scratch="$3"; rb="$4"; runlog="$5"; owner="$6"
+fw="$7"; lheld="$8"; where="$9"; lname="${10}"; ltext="${11}"; shift 11
 runs="$(dirname "$w")"
 chown 0:0 "$scratch" && chmod 755 "$scratch" || exit 95
 mkdir -p "$runs" && chown 0:0 "$runs" && chmod 755 "$runs" || exit 95
@@ -42,7 +51,36 @@ done
 chown -R "$owner" "$w" || exit 93
 if [ -e "$hidden" ]; then chown -R 0:0 "$hidden" && chmod -R go-rwx "$hidden" || exit 94; fi
 if [ -n "$runlog" ]; then : > "$runlog" && chmod 666 "$runlog" || exit 98; fi
+if [ -n "$fw" ]; then
+  list="$(cd / && python3 -I -B "$rb/list_tests.py" "$fw" "$lheld")" || exit 71
+  if [ "$where" = at ]; then kind=A; dest="$lname"
+  elif [ -d "$lheld" ]; then kind=D; dest="$lheld/$lname"
+  else kind=F; dest="$(dirname "$lheld")/$lname"; fi
+  printf '%s' "$ltext" > "$dest" && chmod 644 "$dest" || exit 72
+  printf '%s\n%s\n%s' "$kind" "$dest" "$list"
+fi
 "#;
+
+/// Held-out tests listed, and a canary planted, by [`AgentRun::prepare_listed`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Listing<'a> {
+    /// The lister's framework (`pytest`, `unittest`, `testthat`).
+    pub framework: &'a str,
+    /// The held-out tests, relative to the held-out folder (as the run's copy is named).
+    pub tests: &'a str,
+    pub canary: CanaryAt<'a>,
+    /// The canary file's text.
+    pub text: &'a str,
+}
+
+/// Where [`Listing`]'s canary goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CanaryAt<'a> {
+    /// This file name, beside the copied tests (inside them when they are a folder).
+    Beside(&'a str),
+    /// This file name in the run's folder.
+    InRunDir(&'a str),
+}
 
 /// Appends a run's forbidden-API hits to the main log.
 const APPEND_LOG: &str = r#"if [ -f "$1" ]; then head -c 1048576 "$1" >> "$2"; rm -f "$1"; fi"#;
@@ -70,6 +108,33 @@ impl AgentRun {
         held: &[&str],
         user: &'static str,
     ) -> Result<Self, Outcome> {
+        Self::prepare_inner(env, kind, held, user, None)
+            .await
+            .map(|(run, _)| run)
+    }
+
+    /// [`AgentRun::prepare`] for the agent's uid with `listing.tests` copied, which then (in
+    /// the same root exec) lists those tests and plants the canary.
+    pub async fn prepare_listed(
+        env: &Env<'_, '_>,
+        kind: &str,
+        listing: Listing<'_>,
+    ) -> Result<(Self, StaticTests, Planted), Outcome> {
+        let (run, listed) =
+            Self::prepare_inner(env, kind, &[listing.tests], AGENT_USER, Some(listing)).await?;
+        let (tests, planted) = listed.ok_or_else(|| {
+            Outcome::from_fault(Fault::Broken("the held-out tests were not listed".into()))
+        })?;
+        Ok((run, tests, planted))
+    }
+
+    async fn prepare_inner(
+        env: &Env<'_, '_>,
+        kind: &str,
+        held: &[&str],
+        user: &'static str,
+        listing: Option<Listing<'_>>,
+    ) -> Result<(Self, Option<(StaticTests, Planted)>), Outcome> {
         let dir = env.scratch(&format!("runs/{kind}-{}", unique()));
         let mut run_env = env.py_env.clone();
         // The held-out folder is out of the run's reach; point at the copies instead.
@@ -90,10 +155,31 @@ impl AgentRun {
             &runlog,
             user,
         ]);
+        match &listing {
+            None => args.extend(["", "", "", "", ""].map(String::from)),
+            Some(l) => {
+                let (place, name) = match l.canary {
+                    CanaryAt::Beside(name) => ("beside", name.to_owned()),
+                    CanaryAt::InRunDir(name) => ("at", format!("{dir}/{name}")),
+                };
+                args.extend([
+                    l.framework.to_owned(),
+                    held_path(&dir, l.tests),
+                    place.to_owned(),
+                    name,
+                    l.text.to_owned(),
+                ]);
+            }
+        }
         args.extend(held.iter().map(|s| (*s).to_owned()));
-        // One exec: leftovers killed, the live workspace rebuilt from the snapshot, then the
-        // run's folder isolated.
-        let out = snapshot::reset_then(env, ISOLATE, &args, Duration::from_secs(600), 64 * 1024)
+        // One exec: leftovers killed, the live workspace rebuilt from the snapshot, the run's
+        // folder isolated, then (with a listing) the tests listed and the canary planted.
+        let cap = if listing.is_some() {
+            4 * 1024 * 1024 + 64 * 1024
+        } else {
+            64 * 1024
+        };
+        let out = snapshot::reset_then(env, ISOLATE, &args, Duration::from_secs(600), cap)
             .await
             .and_then(snapshot::reset_outcome)
             .map_err(Outcome::from_fault)?;
@@ -106,18 +192,41 @@ impl AgentRun {
                 tail(&out.stderr, 500)
             )));
         }
-        if !out.success() {
-            return Err(Outcome::new(Status::EnvBroken, 0.0).detail(format!(
-                "cannot prepare the run as {user}: {}",
-                exit_note(&out)
-            )));
+        let broken = |what: String| Outcome::from_fault(Fault::Broken(what));
+        match (out.exit_code, &listing) {
+            (Some(71), Some(_)) => {
+                return Err(broken(format!(
+                    "listing the held-out tests failed: {}",
+                    exit_note(&out)
+                )));
+            }
+            (Some(72), Some(_)) => {
+                return Err(broken(format!(
+                    "cannot write the canary for the held-out tests: {}",
+                    exit_note(&out)
+                )));
+            }
+            _ if !out.success() => {
+                return Err(Outcome::new(Status::EnvBroken, 0.0).detail(format!(
+                    "cannot prepare the run as {user}: {}",
+                    exit_note(&out)
+                )));
+            }
+            _ => {}
         }
-        Ok(Self {
-            dir,
-            runlog,
-            env: run_env,
-            user,
-        })
+        let listed = match listing {
+            None => None,
+            Some(_) => Some(StaticTests::parse_listing(&out.stdout).map_err(Outcome::from_fault)?),
+        };
+        Ok((
+            Self {
+                dir,
+                runlog,
+                env: run_env,
+                user,
+            },
+            listed,
+        ))
     }
 
     /// The run's environment variables (`RB_WORKSPACE`, `RB_HIDDEN` pointing at the copies, the
@@ -128,11 +237,7 @@ impl AgentRun {
 
     /// Path of the copy of a held-out file.
     pub fn held(&self, rel: &str) -> String {
-        if rel.is_empty() {
-            format!("{}/h", self.dir)
-        } else {
-            format!("{}/h/{}", self.dir, rel.trim_start_matches('/'))
-        }
+        held_path(&self.dir, rel)
     }
 
     /// Runs our launcher (`python3 -I -B launch.py WORKSPACE MODE ARGS…`) as the agent's uid:
@@ -274,6 +379,15 @@ impl AgentRun {
                 exit_note(&out)
             )))
         }
+    }
+}
+
+/// Path of the copy of the held-out file `rel` in the run folder `dir`.
+fn held_path(dir: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        format!("{dir}/h")
+    } else {
+        format!("{dir}/h/{}", rel.trim_start_matches('/'))
     }
 }
 

@@ -6,12 +6,12 @@
 //! the report (its file not failing as a whole) is `tampering_detected`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::env::{Env, Fault, Outcome, sv, unique};
+use crate::env::{Fault, Outcome, unique};
 use crate::report::TestResult;
 use crate::status::Status;
 
@@ -245,7 +245,7 @@ pub(crate) struct StaticTests {
     pub all: BTreeSet<String>,
 }
 
-/// Where [`StaticTests::list_then_plant`] wrote the canary file.
+/// Where the run preparation (`AgentRun::prepare_listed`) wrote the canary file.
 #[derive(Debug)]
 pub(crate) struct Planted {
     pub path: String,
@@ -254,74 +254,16 @@ pub(crate) struct Planted {
 }
 
 impl StaticTests {
-    /// Lists the held-out tests at `path` (a run's copy) for `framework`.
-    pub async fn list(env: &Env<'_, '_>, framework: &str, path: &str) -> Result<Self, Fault> {
-        let out = env
-            .exec(
-                sv(&[
-                    "python3",
-                    "-I",
-                    "-B",
-                    &format!("{}/list_tests.py", env.rb_dir),
-                    framework,
-                    path,
-                ]),
-                false,
-                Some("/"),
-                Some(Duration::from_secs(120)),
-                4 * 1024 * 1024,
-            )
-            .await?;
-        if !out.success() {
-            return Err(Fault::Broken(format!(
-                "listing the held-out tests failed: {}",
-                crate::env::exit_note(&out)
-            )));
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| Fault::Broken(format!("unreadable list of held-out tests: {e}")))
-    }
-
-    /// [`StaticTests::list`], then (same root exec) the canary file `name` holding `text` is
-    /// written beside the held-out tests, readable by all: into `held` when it is a folder,
-    /// else into the folder holding it.
-    pub async fn list_then_plant(
-        env: &Env<'_, '_>,
-        framework: &str,
-        held: &str,
-        name: &str,
-        text: &str,
-    ) -> Result<(Self, Planted), Fault> {
-        const SCRIPT: &str = r#"set -u
-lister="$1"; fw="$2"; held="$3"; name="$4"; text="$5"
-list="$(cd / && python3 -I -B "$lister" "$fw" "$held")" || exit 71
-if [ -d "$held" ]; then d="$held"; kind=D; else d="$(dirname "$held")"; kind=F; fi
-printf '%s' "$text" > "$d/$name" && chmod 644 "$d/$name" || exit 72
-printf '%s\n%s\n%s' "$kind" "$d/$name" "$list"
-"#;
-        let lister = format!("{}/list_tests.py", env.rb_dir);
-        let out = env
-            .exec(
-                sv(&[
-                    "sh", "-c", SCRIPT, "sh", &lister, framework, held, name, text,
-                ]),
-                false,
-                Some("/"),
-                Some(Duration::from_secs(120)),
-                4 * 1024 * 1024 + 8192,
-            )
-            .await?;
-        let failed = |what: &str| Fault::Broken(format!("{what}: {}", crate::env::exit_note(&out)));
-        match out.exit_code {
-            Some(0) if !out.timed_out => {}
-            Some(72) => return Err(failed(&format!("cannot write the canary beside {held}"))),
-            _ => return Err(failed("listing the held-out tests failed")),
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
+    /// Reads what the listing part of the run preparation printed (see
+    /// `agent_run::ISOLATE`): the canary's kind and path, then the listing.
+    pub fn parse_listing(stdout: &[u8]) -> Result<(Self, Planted), Fault> {
+        let text = String::from_utf8_lossy(stdout);
         let mut lines = text.splitn(3, '\n');
-        let (kind, path, list) = (lines.next(), lines.next(), lines.next());
-        let (Some(kind), Some(path), Some(list)) = (kind, path, list) else {
-            return Err(failed("unreadable answer of the test listing"));
+        let (Some(kind), Some(path), Some(list)) = (lines.next(), lines.next(), lines.next())
+        else {
+            return Err(Fault::Broken(
+                "unreadable answer of the test listing".into(),
+            ));
         };
         let listed = serde_json::from_str(list)
             .map_err(|e| Fault::Broken(format!("unreadable list of held-out tests: {e}")))?;

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::checks::PathField;
-use crate::checks::agent_run::AgentRun;
+use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, StaticTests, checked_outcome};
 use crate::env::{Env, FileRead, Outcome, REPORT_CAP, exit_note, sv, tryf};
 use crate::junit;
@@ -46,31 +46,34 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
     // Evidence for an infrastructure status comes from a trusted probe, never from the text
     // the agent's code prints.
     // (The run's folder is prepared, as root, while the probe answers.)
-    let (probed, run) =
-        futures::future::join(env.probe(PROBE), AgentRun::prepare(env, "pytest", &[tests])).await;
+    // The same root exec lists the held-out tests and plants the canary file beside them. Its
+    // name sorts after the held-out test files, so it runs after every test that may import
+    // (and patch) the agent's code.
+    let canary = Canary::new();
+    let (name, text) = (
+        format!("test_zzzz{}.py", canary.nonce),
+        canary.pytest_source(),
+    );
+    let listing = Listing {
+        framework: "pytest",
+        tests,
+        canary: CanaryAt::Beside(&name),
+        text: &text,
+    };
+    let (probed, prepared) = futures::future::join(
+        env.probe(PROBE),
+        AgentRun::prepare_listed(env, "pytest", listing),
+    )
+    .await;
     if !tryf!(probed) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("pytest is not available in the grading image");
     }
-    let run = match run {
-        Ok(r) => r,
+    let (run, listed, planted) = match prepared {
+        Ok(p) => p,
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let canary = Canary::new();
-    // The held-out tests are listed, then the canary file planted beside them (in one root
-    // exec). Its name sorts after the held-out test files, so it runs after every test that
-    // may import (and patch) the agent's code.
-    let (listed, planted) = tryf!(
-        StaticTests::list_then_plant(
-            env,
-            "pytest",
-            &held,
-            &format!("test_zzzz{}.py", canary.nonce),
-            &canary.pytest_source(),
-        )
-        .await
-    );
     let (canary_file, is_dir) = (planted.path, planted.beside_folder);
     let xml = format!("{}/junit.xml", run.dir);
     let mut argv = sv(&[

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::checks::PathField;
-use crate::checks::agent_run::AgentRun;
-use crate::checks::canary::{Canary, StaticTests, checked_outcome};
+use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
+use crate::checks::canary::{Canary, checked_outcome};
 use crate::env::{AGENT_USER, Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
 use crate::report::TestResult;
 use crate::status::Status;
@@ -73,15 +73,24 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("R/testthat is not available in the grading image");
     }
-    let run = match AgentRun::prepare(env, "testthat", &[tests]).await {
-        Ok(r) => r,
+    // The same root exec lists the held-out tests and writes the canary file.
+    let canary = Canary::new();
+    let (name, text) = (
+        format!("test-{}.R", canary.nonce),
+        canary.testthat_source(),
+    );
+    let listing = Listing {
+        framework: "testthat",
+        tests,
+        canary: CanaryAt::InRunDir(&name),
+        text: &text,
+    };
+    let (run, listed, planted) = match AgentRun::prepare_listed(env, "testthat", listing).await {
+        Ok(p) => p,
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let listed = tryf!(StaticTests::list(env, "testthat", &held).await);
-    let canary = Canary::new();
-    let canary_file = format!("{}/test-{}.R", run.dir, canary.nonce);
-    tryf!(AgentRun::write_root(env, &canary_file, &canary.testthat_source()).await);
+    let canary_file = planted.path;
     let tsv = format!("{}/testthat.tsv", run.dir);
     let argv = vec![
         "Rscript".into(),

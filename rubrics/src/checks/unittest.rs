@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::checks::PathField;
-use crate::checks::agent_run::AgentRun;
-use crate::checks::canary::{Canary, StaticTests, checked_outcome};
+use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
+use crate::checks::canary::{Canary, checked_outcome};
 use crate::env::{AGENT_USER, Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
 use crate::report::TestResult;
 use crate::status::Status;
@@ -42,22 +42,33 @@ impl Run for Unittest {
 
 async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
     // (The run's folder is prepared, as root, while the probe answers.)
-    let (probed, run) =
-        futures::future::join(env.probe(PROBE), AgentRun::prepare(env, "unittest", &[tests]))
-            .await;
+    // The same root exec lists the held-out tests and writes the canary module.
+    let canary = Canary::new();
+    let (name, text) = (
+        format!("canary_{}.py", canary.nonce),
+        canary.unittest_source(),
+    );
+    let listing = Listing {
+        framework: "unittest",
+        tests,
+        canary: CanaryAt::InRunDir(&name),
+        text: &text,
+    };
+    let (probed, prepared) = futures::future::join(
+        env.probe(PROBE),
+        AgentRun::prepare_listed(env, "unittest", listing),
+    )
+    .await;
     if !tryf!(probed) {
         return Outcome::new(Status::EnvBroken, 0.0)
             .detail("python3 (unittest) is not available in the grading image");
     }
-    let run = match run {
-        Ok(r) => r,
+    let (run, listed, planted) = match prepared {
+        Ok(p) => p,
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let listed = tryf!(StaticTests::list(env, "unittest", &held).await);
-    let canary = Canary::new();
-    let canary_file = format!("{}/canary_{}.py", run.dir, canary.nonce);
-    tryf!(AgentRun::write_root(env, &canary_file, &canary.unittest_source()).await);
+    let canary_file = planted.path;
     let result = format!("{}/unittest.json", run.dir);
     let argv = vec![
         format!("{}/unittest_runner.py", env.rb_dir),
