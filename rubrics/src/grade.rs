@@ -77,6 +77,31 @@ impl Harness {
     }
 }
 
+/// The graders' trusted probes, each once.
+fn probes_of(spec: &GradingSpec) -> Vec<Vec<String>> {
+    let mut probes: Vec<Vec<String>> = spec.graders.iter().flat_map(|g| g.check.probes()).collect();
+    probes.sort();
+    probes.dedup();
+    probes
+}
+
+/// Runs the graders' trusted probes in `ctx`'s sandbox ahead of [`grade`], keeping their
+/// successes in `ctx.probes`: for a grading sandbox created from the pristine image while the
+/// agent still runs (nothing of the agent's, nothing held-out in it yet), so no grader waits
+/// for a probe later. Failures are not kept: [`grade`] asks again.
+pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) {
+    let env = Env {
+        ctx,
+        deadline: Instant::now() + ctx.timeout,
+        py_env: BTreeMap::new(),
+        rb_dir: String::new(),
+        forbidden_log: String::new(),
+        snap: String::new(),
+        probed: ctx.probes.clone(),
+    };
+    env.prewarm(&probes_of(spec)).await;
+}
+
 /// Grades an agent's outputs. Never fails: infrastructure problems become statuses.
 pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport {
     let started = Instant::now();
@@ -111,9 +136,7 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         snap: join(&ctx.scratch, "snapshot/ws"),
         probed: ctx.probes.clone(),
     };
-    let mut probes: Vec<Vec<String>> = spec.graders.iter().flat_map(|g| g.check.probes()).collect();
-    probes.sort();
-    probes.dedup();
+    let probes = probes_of(spec);
 
     // The graders' trusted probes (root, cwd `/`, empty environment: nothing of the agent's is
     // involved) run from the start, beside the snapshot and the graders' own set-up; a grader

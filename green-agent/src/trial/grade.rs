@@ -52,6 +52,14 @@ pub(crate) async fn create(
     Ok(env.backend.create(spec).await?)
 }
 
+/// Runs the graders' trusted probes in `sb` (from [`create`], still empty: the agent runs
+/// elsewhere) so that grading finds their answers kept.
+pub(crate) async fn prewarm(env: &RunEnv, input: &TrialInput, sb: &dyn Sandbox) {
+    let mut ctx = rubrics::GradingContext::new(sb, env.settings.grade_timeout.get());
+    ctx.probes = env.probes.for_image(&input.image);
+    rubrics::grade::prewarm_probes(input.task.grading(), &ctx).await;
+}
+
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
 /// [`create`]). Called only once the agent's sandbox is stopped or removed.
 pub(crate) async fn grade(

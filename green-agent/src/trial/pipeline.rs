@@ -164,9 +164,15 @@ async fn phases(
     notes: &mut Vec<String>,
 ) -> Result<TrialResult, InfraError> {
     let mut log = PhaseLog::new(env, &input.planned);
-    // The grading sandbox is created (empty, no network) while the agent is launched and runs.
+    // The grading sandbox is created (empty, no network) while the agent is launched and runs,
+    // and the graders' trusted probes run in it meanwhile (nothing of the agent's is there).
     let agent = agent_phases(env, input, how, res, &mut log, number, notes);
-    let (agent, grader) = tokio::join!(agent, grade::create(env, input));
+    let grader = async {
+        let sb = grade::create(env, input).await?;
+        grade::prewarm(env, input, sb.as_ref()).await;
+        Ok::<_, InfraError>(sb)
+    };
+    let (agent, grader) = tokio::join!(agent, grader);
     let grader = grader.map(|sb| res.keep(sb));
     let (prep, parts) = agent?;
     let grader = grader?;
