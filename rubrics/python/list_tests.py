@@ -1,16 +1,25 @@
 """Static list of held-out tests (research-bench rubrics), run as root with `python3 -I`.
 
-Usage: python3 -I -B list_tests.py FRAMEWORK PATH
+Usage: python3 -I -B list_tests.py FRAMEWORK PATH [CANARY_PATH CANARY [CANARY_LITE]]
 FRAMEWORK pytest|unittest (Python files) or testthat (R files). Prints one JSON object:
 {"files": {STEM: [test names a run must report]}, "all": [every test-like name defined]}.
 The trusted side compares what a test run (agent code in-process) reports with this list.
+
+With CANARY_PATH, the canary module is written there (a new file, 0644): CANARY_LITE (the same
+tests without numpy, which costs an import) when given and no held-out file can involve
+numpy (it imports no installed third-party module, names no numpy, imports nothing
+dynamically), else CANARY. Exit 72: it could not be written.
 """
 
 import ast
+import importlib.util
 import json
 import os
 import re
 import sys
+
+# What a held-out test may import without numpy coming into play.
+NUMPY_FREE = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
 
 
 def py_files(path, framework):
@@ -87,9 +96,60 @@ def testthat(path):
     return {"files": files, "all": sorted(names)}
 
 
+def may_involve_numpy(path, framework):
+    """Whether the held-out Python files at `path` can reach numpy (conservative: anything
+    unreadable, unparsable or dynamic counts as yes)."""
+    for file, _ in py_files(path, framework):
+        try:
+            with open(file, "rb") as f:
+                data = f.read()
+            tree = ast.parse(data, filename=file)
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return True
+        if b"numpy" in data or b"import_module" in data or b"__import__" in data:
+            return True
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in NUMPY_FREE:
+                    continue
+                # Installed in the image (the workspace is not on this path: the agent's own
+                # modules are not found, and a module of the agent's cannot bring numpy into a
+                # comparison the held-out tests make).
+                try:
+                    if importlib.util.find_spec(top) is not None:
+                        return True
+                except (ImportError, ValueError):
+                    return True
+    return False
+
+
+def plant(dest, text):
+    try:
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(dest, 0o644)
+    except OSError as e:
+        print("cannot write the canary %s: %s" % (dest, e), file=sys.stderr)
+        sys.exit(72)
+
+
 def main():
     framework, path = sys.argv[1], sys.argv[2]
     out = testthat(path) if framework == "testthat" else python(path, framework)
+    if len(sys.argv) > 4:
+        dest, text = sys.argv[3], sys.argv[4]
+        lite = sys.argv[5] if len(sys.argv) > 5 else ""
+        if lite and framework != "testthat" and not may_involve_numpy(path, framework):
+            text = lite
+        plant(dest, text)
     json.dump(out, sys.stdout)
 
 

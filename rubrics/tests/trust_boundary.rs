@@ -301,6 +301,76 @@ fn tamper_module(payload: &str) -> Vec<u8> {
 }
 
 #[tokio::test]
+async fn the_numpy_canaries_are_planted_exactly_when_the_held_out_tests_can_involve_numpy() {
+    // The canaries comparing through numpy cost a numpy import: they are left out (the same
+    // tests compare in plain Python) only when no held-out file can reach numpy.
+    let plain_test: &[u8] =
+        b"import math\n\nimport solution\n\n\ndef test_value():\n    assert math.isclose(solution.value(), 3.0)\n";
+    let helper_test: &[u8] =
+        b"import solution\nfrom helper import close\n\n\ndef test_value():\n    assert close(solution.value(), 3.0)\n";
+    let helper: &[u8] =
+        b"import numpy as np\n\n\ndef close(a, b):\n    return bool(np.isclose(a, b))\n";
+    let dynamic_test: &[u8] = b"import importlib\n\nimport solution\n\nnp = importlib.import_module('nu' + 'mpy')\n\n\ndef test_value():\n    assert np.isclose(solution.value(), 3.0)\n";
+    let third_party: &[u8] = b"import scipy\n\nimport solution\n\n\ndef test_value():\n    assert solution.value() == 3.0\n";
+    type Hidden<'a> = Vec<(&'a str, &'a [u8])>;
+    let cases: [(&str, Hidden, bool); 5] = [
+        (
+            "plain comparisons",
+            vec![("tests/test_plain.py", plain_test)],
+            false,
+        ),
+        (
+            "numpy in the test",
+            vec![("tests/test_close.py", CLOSE_TEST)],
+            true,
+        ),
+        (
+            "numpy in a held-out helper",
+            vec![
+                ("tests/test_helper.py", helper_test),
+                ("tests/helper.py", helper),
+            ],
+            true,
+        ),
+        (
+            "a dynamic import",
+            vec![("tests/test_dyn.py", dynamic_test)],
+            true,
+        ),
+        (
+            "an installed third-party module",
+            vec![("tests/test_tp.py", third_party)],
+            true,
+        ),
+    ];
+    for (label, hidden, want_numpy) in cases {
+        let grading = Grading::new(
+            "python",
+            &[("solution.py", b"def value():\n    return 3.0\n".as_slice())],
+            &hidden,
+        )
+        .await;
+        let r = grading
+            .grade(
+                "[[graders]]\nname = \"t\"\ndimension = \"code_correctness\"\ncheck = { kind = \"pytest\", hidden_tests = \"tests\" }\n",
+                None,
+                BUDGET,
+            )
+            .await;
+        let planted = grading
+            .sh("cat /grader/work/runs/pytest-*/h/tests/test_zzzz*.py")
+            .await;
+        grading.remove().await;
+        show(label, &r);
+        let text = String::from_utf8_lossy(&planted.stdout).into_owned();
+        assert!(text.contains("_f7"), "{label}: no canary found: {text}");
+        assert_eq!(text.contains("import numpy"), want_numpy, "{label}: {text}");
+        // Either way the honest solution passes and the canaries check out.
+        assert_eq!(grader(&r, "t").status, Status::Pass, "{label}: {r:?}");
+    }
+}
+
+#[tokio::test]
 async fn in_process_tampering_with_pytest_is_detected() {
     let variants = [
         (

@@ -23,14 +23,15 @@ use crate::status::Status;
 /// next.
 ///
 /// With a framework (`$7`), the same exec then lists the held-out tests at `$8` (a run's copy)
-/// with our lister (`python3 -I`, as root) and writes the canary text `$11`: beside the tests
+/// with our lister (`python3 -I`, as root), which also writes the canary text `$11` (or its
+/// numpy-free variant `$12`, when given and the tests cannot involve numpy): beside the tests
 /// (`$9` = `beside`, file name `$10`: into `$8` when it is a folder, else into its folder) or at
 /// the absolute path `$10` (`$9` = `at`); it prints the kind (`D` folder, `F` file, `A` at), the
 /// canary's path and the listing, one per line. Exit 71: the listing failed; 72: the canary
 /// could not be written.
 const ISOLATE: &str = r#"set -u
 w="$1"; hidden="$2"; scratch="$3"; rb="$4"; runlog="$5"; owner="$6"
-fw="$7"; lheld="$8"; where="$9"; lname="${10}"; ltext="${11}"; shift 11
+fw="$7"; lheld="$8"; where="$9"; lname="${10}"; ltext="${11}"; llite="${12}"; shift 12
 runs="$(dirname "$w")"
 chown 0:0 "$scratch" && chmod 755 "$scratch" || exit 95
 mkdir -p "$runs" && chown 0:0 "$runs" && chmod 755 "$runs" || exit 95
@@ -52,11 +53,13 @@ chown -R "$owner" "$w" || exit 93
 if [ -e "$hidden" ]; then chown -R 0:0 "$hidden" && chmod -R go-rwx "$hidden" || exit 94; fi
 if [ -n "$runlog" ]; then : > "$runlog" && chmod 666 "$runlog" || exit 98; fi
 if [ -n "$fw" ]; then
-  list="$(cd / && python3 -I -B "$rb/list_tests.py" "$fw" "$lheld")" || exit 71
   if [ "$where" = at ]; then kind=A; dest="$lname"
   elif [ -d "$lheld" ]; then kind=D; dest="$lheld/$lname"
   else kind=F; dest="$(dirname "$lheld")/$lname"; fi
-  printf '%s' "$ltext" > "$dest" && chmod 644 "$dest" || exit 72
+  list="$(cd / && python3 -I -B "$rb/list_tests.py" "$fw" "$lheld" "$dest" "$ltext" "$llite")"
+  code=$?
+  if [ "$code" = 72 ]; then exit 72; fi
+  if [ "$code" != 0 ]; then exit 71; fi
   printf '%s\n%s\n%s' "$kind" "$dest" "$list"
 fi
 "#;
@@ -71,6 +74,9 @@ pub(crate) struct Listing<'a> {
     pub canary: CanaryAt<'a>,
     /// The canary file's text.
     pub text: &'a str,
+    /// The same canaries without numpy (an import that costs time), planted instead when the
+    /// held-out tests cannot involve numpy (decided by the lister); `None`: always `text`.
+    pub lite: Option<&'a str>,
 }
 
 /// Where [`Listing`]'s canary goes.
@@ -156,7 +162,7 @@ impl AgentRun {
             user,
         ]);
         match &listing {
-            None => args.extend(["", "", "", "", ""].map(String::from)),
+            None => args.extend(["", "", "", "", "", ""].map(String::from)),
             Some(l) => {
                 let (place, name) = match l.canary {
                     CanaryAt::Beside(name) => ("beside", name.to_owned()),
@@ -168,6 +174,7 @@ impl AgentRun {
                     place.to_owned(),
                     name,
                     l.text.to_owned(),
+                    l.lite.unwrap_or("").to_owned(),
                 ]);
             }
         }

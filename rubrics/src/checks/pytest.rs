@@ -52,13 +52,15 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
     let canary = Canary::new();
     let (name, text) = (
         format!("test_zzzz{}.py", canary.nonce),
-        canary.pytest_source(),
+        canary.pytest_source(true),
     );
+    let lite = canary.pytest_source(false);
     let listing = Listing {
         framework: "pytest",
         tests,
         canary: CanaryAt::Beside(&name),
         text: &text,
+        lite: Some(&lite),
     };
     let (probed, prepared) = futures::future::join(
         env.probe(PROBE),

@@ -84,6 +84,7 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         tests,
         canary: CanaryAt::InRunDir(&name),
         text: &text,
+        lite: None,
     };
     let (run, listed, planted) = match AgentRun::prepare_listed(env, "testthat", listing).await {
         Ok(p) => p,

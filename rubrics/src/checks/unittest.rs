@@ -46,13 +46,15 @@ async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
     let canary = Canary::new();
     let (name, text) = (
         format!("canary_{}.py", canary.nonce),
-        canary.unittest_source(),
+        canary.unittest_source(true),
     );
+    let lite = canary.unittest_source(false);
     let listing = Listing {
         framework: "unittest",
         tests,
         canary: CanaryAt::InRunDir(&name),
         text: &text,
+        lite: Some(&lite),
     };
     let (probed, prepared) = futures::future::join(
         env.probe(PROBE),
