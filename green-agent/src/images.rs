@@ -33,16 +33,28 @@ pub async fn resolve_for_run(docker: &DockerBackend, name: &str) -> Result<Strin
     })
 }
 
-/// `green-agent images build [python|sci]` (default: every recipe).
-pub async fn build(which: &[String]) -> anyhow::Result<()> {
-    let names: Vec<String> = if which.is_empty() {
+/// The images `which` names, or every recipe when it names none.
+fn named_or_every_recipe(which: &[String]) -> Vec<String> {
+    if which.is_empty() {
         sandbox::images::recipe_names()
             .iter()
             .map(|s| (*s).to_owned())
             .collect()
     } else {
         which.to_vec()
-    };
+    }
+}
+
+/// This machine's Docker Engine, or an error saying it is needed.
+async fn connect_here() -> anyhow::Result<DockerBackend> {
+    DockerBackend::connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot use Docker: {e}; is the Docker Engine running?"))
+}
+
+/// `green-agent images build [python|sci]` (default: every recipe).
+pub async fn build(which: &[String]) -> anyhow::Result<()> {
+    let names = named_or_every_recipe(which);
     for n in &names {
         if sandbox::images::recipe(n).is_none() {
             anyhow::bail!(
@@ -51,9 +63,7 @@ pub async fn build(which: &[String]) -> anyhow::Result<()> {
             );
         }
     }
-    let docker = DockerBackend::connect()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot use Docker: {e}; is the Docker Engine running?"))?;
+    let docker = connect_here().await?;
     for n in &names {
         let tag = resolve_for_run(&docker, n)
             .await
@@ -66,17 +76,8 @@ pub async fn build(which: &[String]) -> anyhow::Result<()> {
 /// `green-agent images distribute --to ENGINE... [IMAGES]`: every image (recipes built here
 /// first when missing) to every engine, one line per (image, engine).
 pub async fn distribute(to: &[String], which: &[String]) -> anyhow::Result<()> {
-    let names: Vec<String> = if which.is_empty() {
-        sandbox::images::recipe_names()
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect()
-    } else {
-        which.to_vec()
-    };
-    let here = DockerBackend::connect()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot use Docker: {e}; is the Docker Engine running?"))?;
+    let names = named_or_every_recipe(which);
+    let here = connect_here().await?;
     let mut refs = Vec::new();
     for n in &names {
         refs.push(

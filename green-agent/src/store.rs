@@ -144,7 +144,7 @@ impl Store {
         // Two processes opening a new SQLite store at once (a run creating it, a `report` or a
         // viewer polling it) would both run the migrations: the loser fails on `CREATE TABLE`.
         // PostgreSQL serialises migrations itself; SQLite's are serialised by a file lock.
-        let _migrating = match database {
+        let migrating = match database {
             Some(_) => None,
             None => Some(lock_migrations(dir).await?),
         };
@@ -159,7 +159,7 @@ impl Store {
                 at: at.clone(),
                 source,
             })?;
-        drop(_migrating);
+        drop(migrating);
         Ok(Self {
             pool,
             dir: dir.to_path_buf(),

@@ -134,6 +134,26 @@ impl AgentRun {
         Ok((run, tests, planted))
     }
 
+    /// [`AgentRun::prepare_listed`] while the trusted probe `probe` answers (the run's folder
+    /// is prepared, as root, meanwhile). Evidence for an infrastructure status comes from the
+    /// probe, never from what agent code prints: a failing probe is `env_broken`, `missing`
+    /// saying what the image lacks.
+    pub async fn prepare_listed_after_probe(
+        env: &Env<'_, '_>,
+        probe: &[&str],
+        missing: &str,
+        kind: &str,
+        listing: Listing<'_>,
+    ) -> Result<(Self, StaticTests, Planted), Outcome> {
+        let (probed, prepared) =
+            futures::future::join(env.probe(probe), Self::prepare_listed(env, kind, listing)).await;
+        match probed {
+            Err(fault) => Err(Outcome::from_fault(fault)),
+            Ok(false) => Err(Outcome::new(Status::EnvBroken, 0.0).detail(missing)),
+            Ok(true) => prepared,
+        }
+    }
+
     async fn prepare_inner(
         env: &Env<'_, '_>,
         kind: &str,

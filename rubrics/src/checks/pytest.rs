@@ -43,11 +43,8 @@ impl Run for Pytest {
 }
 
 async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
-    // Evidence for an infrastructure status comes from a trusted probe, never from the text
-    // the agent's code prints.
-    // (The run's folder is prepared, as root, while the probe answers.)
-    // The same root exec lists the held-out tests and plants the canary file beside them. Its
-    // name sorts after the held-out test files, so it runs after every test that may import
+    // The run's preparation lists the held-out tests and plants the canary file beside them.
+    // Its name sorts after the held-out test files, so it runs after every test that may import
     // (and patch) the agent's code.
     let canary = Canary::new();
     let (name, text) = (
@@ -62,15 +59,14 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
         text: &text,
         lite: Some(&lite),
     };
-    let (probed, prepared) = futures::future::join(
-        env.probe(PROBE),
-        AgentRun::prepare_listed(env, "pytest", listing),
+    let prepared = AgentRun::prepare_listed_after_probe(
+        env,
+        PROBE,
+        "pytest is not available in the grading image",
+        "pytest",
+        listing,
     )
     .await;
-    if !tryf!(probed) {
-        return Outcome::new(Status::EnvBroken, 0.0)
-            .detail("pytest is not available in the grading image");
-    }
     let (run, listed, planted) = match prepared {
         Ok(p) => p,
         Err(o) => return o,

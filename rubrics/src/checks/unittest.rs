@@ -41,8 +41,7 @@ impl Run for Unittest {
 }
 
 async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
-    // (The run's folder is prepared, as root, while the probe answers.)
-    // The same root exec lists the held-out tests and writes the canary module.
+    // The run's preparation lists the held-out tests and writes the canary module.
     let canary = Canary::new();
     let (name, text) = (
         format!("canary_{}.py", canary.nonce),
@@ -56,15 +55,14 @@ async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
         text: &text,
         lite: Some(&lite),
     };
-    let (probed, prepared) = futures::future::join(
-        env.probe(PROBE),
-        AgentRun::prepare_listed(env, "unittest", listing),
+    let prepared = AgentRun::prepare_listed_after_probe(
+        env,
+        PROBE,
+        "python3 (unittest) is not available in the grading image",
+        "unittest",
+        listing,
     )
     .await;
-    if !tryf!(probed) {
-        return Outcome::new(Status::EnvBroken, 0.0)
-            .detail("python3 (unittest) is not available in the grading image");
-    }
     let (run, listed, planted) = match prepared {
         Ok(p) => p,
         Err(o) => return o,
