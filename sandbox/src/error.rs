@@ -4,7 +4,9 @@ use std::path::PathBuf;
 /// reported in [`crate::ExecOutcome`], never here.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("the Docker daemon is unreachable ({hint}); start it or choose the `process` backend")]
+    #[error(
+        "the Docker daemon is unreachable ({hint}); start it, or point DOCKER_HOST at a running one"
+    )]
     DaemonUnreachable {
         hint: String,
         #[source]
