@@ -83,6 +83,10 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
         // A test file that fails to import (the agent's module raising) must not stop the
         // others, nor the canaries.
         "--continue-on-collection-errors",
+        // Python's own traceback (with pytest's assertion explanation): pytest's long style
+        // maps every loaded module to its real path on the first failure (`inspect.getmodule`,
+        // ~1,300 lstat calls), and the canaries always fail. A task's `args` may override it.
+        "--tb=native",
         "--confcutdir",
         &run.held(""),
         "--junitxml",
