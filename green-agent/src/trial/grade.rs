@@ -61,12 +61,15 @@ pub(crate) async fn prewarm(env: &RunEnv, input: &TrialInput, sb: &dyn Sandbox) 
 }
 
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
-/// [`create`]). Called only once the agent's sandbox is stopped or removed.
+/// [`create`]). Called only once the agent's sandbox is stopped or removed. The graders run
+/// once `prewarmed` (the end of [`prewarm`] in `sb`): no agent code runs beside a trusted
+/// probe, whose failure would read as the image's.
 pub(crate) async fn grade(
     env: &RunEnv,
     input: &TrialInput,
     sb: &dyn Sandbox,
     outputs_dir: &Path,
+    prewarmed: impl std::future::Future<Output = ()>,
 ) -> Result<rubrics::GradeReport, InfraError> {
     let view = input.task.agent_view();
     // Scratch for graders (reports, JUnit XML) and our harness in it, root-owned.
@@ -83,6 +86,7 @@ pub(crate) async fn grade(
     items.push(CopyIn::new(scratch.path(), GRADER_WORK));
     items.push(harness.copy_in(GRADER_WORK));
     sb.copy_in_many(&items).await?;
+    prewarmed.await;
     let task_limit = Duration::from_secs(
         input
             .task

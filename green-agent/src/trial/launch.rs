@@ -153,7 +153,9 @@ pub(super) fn client_config() -> ClientConfig {
     }
 }
 
-/// Polls for the agent card until the ready timeout; fails early when the adapter exits.
+/// Polls for the agent card until the ready timeout; fails early when the adapter exits. The
+/// first polls are close together (an adapter serves within tens of milliseconds of its
+/// start), then every 100 ms.
 pub(super) async fn wait_ready(
     env: &RunEnv,
     sb: &dyn Sandbox,
@@ -166,6 +168,7 @@ pub(super) async fn wait_ready(
         retries: 0,
         ..ClientConfig::default()
     };
+    let mut pause = Duration::from_millis(5);
     loop {
         match a2a_protocol::fetch_agent_card(base, &quick).await {
             Ok(card) => {
@@ -203,7 +206,8 @@ pub(super) async fn wait_ready(
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 

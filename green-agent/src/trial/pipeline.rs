@@ -164,19 +164,43 @@ async fn phases(
     notes: &mut Vec<String>,
 ) -> Result<TrialResult, InfraError> {
     let mut log = PhaseLog::new(env, &input.planned);
-    // The grading sandbox is created (empty, no network) while the agent is launched and runs,
-    // and the graders' trusted probes run in it meanwhile (nothing of the agent's is there).
-    let agent = agent_phases(env, input, how, res, &mut log, number, notes);
-    let grader = async {
-        let sb = grade::create(env, input).await?;
-        grade::prewarm(env, input, sb.as_ref()).await;
-        Ok::<_, InfraError>(sb)
+    // The grading sandbox is created (empty, no network) while the agent is launched and runs
+    // (created after the agent's start instead, it was measured slower: it is then not ready
+    // when collection ends). The graders' trusted probes run in it meanwhile (nothing of the
+    // agent's is there; they also warm its filesystem for the graders); grading may upload
+    // the agent's outputs before they end, but runs no grader (no agent code) before.
+    let (handed, grader) = tokio::sync::oneshot::channel();
+    let (probed, prewarmed) = tokio::sync::oneshot::channel::<()>();
+    let grader_side = async {
+        match grade::create(env, input).await {
+            Ok(sb) => {
+                let sb: std::sync::Arc<dyn sandbox::Sandbox> = sb.into();
+                let _ = handed.send(Ok(sb.clone()));
+                grade::prewarm(env, input, sb.as_ref()).await;
+            }
+            Err(e) => {
+                let _ = handed.send(Err(e));
+            }
+        }
+        drop(probed);
     };
-    let (agent, grader) = tokio::join!(agent, grader);
-    let grader = grader.map(|sb| res.keep(sb));
-    let (prep, parts) = agent?;
-    let grader = grader?;
-    grade_and_record(env, input, &prep, parts, grader.as_ref(), log).await
+    let agent_side = async {
+        let agent = agent_phases(env, input, how, res, &mut log, number, notes).await;
+        let grader = match grader.await {
+            Ok(created) => created.map(|sb| res.keep_shared(sb)),
+            Err(_) => Err(InfraError::Grading(
+                "the grading sandbox's creation was abandoned".into(),
+            )),
+        };
+        let (prep, parts) = agent?;
+        let grader = grader?;
+        let prewarmed = async {
+            let _ = prewarmed.await;
+        };
+        grade_and_record(env, input, &prep, parts, grader.as_ref(), prewarmed, log).await
+    };
+    let ((), out) = tokio::join!(grader_side, agent_side);
+    out
 }
 
 /// Everything up to the agent's outputs, staged and stored: launch (or reattach) → drive →
@@ -265,18 +289,22 @@ async fn agent_phases(
     Ok((prep, parts))
 }
 
-/// Grades the staged outputs in the (fresh) grading sandbox and assembles the result (phase
-/// times: those of `parts`, then this attempt's).
+/// Grades the staged outputs in the (fresh) grading sandbox, its graders once `prewarmed`,
+/// and assembles the result (phase times: those of `parts`, then this attempt's).
 async fn grade_and_record(
     env: &RunEnv,
     input: &TrialInput,
     prep: &Prepared,
     mut parts: Parts,
     grader: &dyn sandbox::Sandbox,
+    prewarmed: impl std::future::Future<Output = ()>,
     mut log: PhaseLog<'_>,
 ) -> Result<TrialResult, InfraError> {
     let report = log
-        .run("grade", grade::grade(env, input, grader, &prep.outputs_dir))
+        .run(
+            "grade",
+            grade::grade(env, input, grader, &prep.outputs_dir, prewarmed),
+        )
         .await?;
     let outcome = parts
         .run

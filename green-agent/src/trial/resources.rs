@@ -16,7 +16,11 @@ pub(crate) struct Resources {
 impl Resources {
     /// Keeps a sandbox for removal and hands back a shared handle to it.
     pub(crate) fn keep(&mut self, sb: Box<dyn Sandbox>) -> Arc<dyn Sandbox> {
-        let sb: Arc<dyn Sandbox> = Arc::from(sb);
+        self.keep_shared(Arc::from(sb))
+    }
+
+    /// Keeps a shared sandbox for removal and hands it back.
+    pub(crate) fn keep_shared(&mut self, sb: Arc<dyn Sandbox>) -> Arc<dyn Sandbox> {
         self.sandboxes.push(sb.clone());
         sb
     }
