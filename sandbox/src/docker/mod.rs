@@ -389,7 +389,11 @@ impl Backend for DockerBackend {
         let prepared = async {
             sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
             if files.is_empty() {
-                archive::ensure_dir(&sandbox, &spec.workdir).await?;
+                // Docker creates a missing working directory at the start, owned by root: only
+                // another user needs it made (an upload: the root filesystem mounted once more).
+                if sandbox.ids != (0, 0) {
+                    archive::ensure_dir(&sandbox, &spec.workdir).await?;
+                }
             } else {
                 // The working directory and every file in one upload, before the start.
                 archive::copy_in_with_workdir(&sandbox, &spec.workdir, files).await?;
