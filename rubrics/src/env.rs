@@ -37,6 +37,9 @@ pub struct GradingContext<'a> {
     /// others, at `<scratch>/rb`) with the rest of the grading container's files; `false`:
     /// [`crate::grade`] stages it itself (one upload and one exec more).
     pub harness_staged: bool,
+    /// The caller copied the snapshot in with the workspace ([`crate::grade::StagedSnapshot`],
+    /// from the same host folders); `false`: [`crate::grade`] takes it (one exec more).
+    pub snapshot_staged: bool,
     /// Answers of trusted probes; a fresh cache by default, the caller's to share them
     /// between gradings in containers of the same pristine image ([`ImageProbes`]).
     pub probes: ProbeCache,
@@ -55,6 +58,7 @@ impl<'a> GradingContext<'a> {
             weights_override: None,
             case_timeout: Duration::from_secs(60),
             harness_staged: false,
+            snapshot_staged: false,
             probes: ProbeCache::default(),
         }
     }

@@ -15,6 +15,7 @@ use crate::env::{Env, Fault, Outcome, join, sv};
 use crate::report::{GradeReport, GraderResult};
 use crate::rubric::{combine, effective_weights};
 use crate::snapshot;
+pub use crate::snapshot::StagedSnapshot;
 use crate::spec::GradingSpec;
 use crate::status::Status;
 
@@ -145,6 +146,7 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         let mut flags = Vec::new();
         let staged = match stage_scripts(&env).await {
             // Snapshot first: before any grader runs agent code.
+            Ok(()) if ctx.snapshot_staged => Ok(()),
             Ok(()) => match snapshot::take(&env).await {
                 Ok(odd) => {
                     if !odd.is_empty() {

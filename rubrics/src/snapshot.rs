@@ -10,9 +10,73 @@
 //! root-owned and read-only first, so agent code can replace the workspace path but never
 //! change the snapshot's content; the live workspace gets the same link back.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::env::{AGENT_USER, AUTHOR_USER, Env, Fault, exit_note, sv};
+
+/// Files over this size are hard-linked into the snapshot, not copied (`65536k` in the
+/// scripts below).
+const LINKED_OVER_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The snapshot built by the caller from the host folders the live workspace is uploaded
+/// from (in the same upload: no exec), for [`crate::GradingContext::snapshot_staged`].
+#[derive(Debug)]
+pub struct StagedSnapshot {
+    /// An empty host folder: the root-only base.
+    empty: tempfile::TempDir,
+    sources: Vec<PathBuf>,
+}
+
+impl StagedSnapshot {
+    /// The snapshot of a workspace uploaded from `sources` (later ones over earlier ones, as
+    /// the upload lays them), when [`SNAPSHOT`] would keep them whole: nothing but regular
+    /// files and folders, no file over 64 MiB. `None` (also when a source cannot be read):
+    /// the grading takes it itself.
+    pub fn of(sources: &[&Path]) -> Option<Self> {
+        fn whole(path: &Path) -> std::io::Result<bool> {
+            let meta = std::fs::symlink_metadata(path)?;
+            if meta.is_file() {
+                return Ok(meta.len() <= LINKED_OVER_BYTES);
+            }
+            if !meta.is_dir() {
+                return Ok(false);
+            }
+            for entry in std::fs::read_dir(path)? {
+                if !whole(&entry?.path())? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        for src in sources {
+            if !whole(src).ok()? {
+                return None;
+            }
+        }
+        Some(Self {
+            empty: tempfile::tempdir().ok()?,
+            sources: sources.iter().map(|p| p.to_path_buf()).collect(),
+        })
+    }
+
+    /// What to copy in beside the workspace (the grading context's `scratch`): the base
+    /// `<scratch>/snapshot` (root, 0700), then every source into `<scratch>/snapshot/ws`.
+    pub fn copy_ins(&self, scratch: &str) -> Vec<sandbox::CopyIn> {
+        let base = format!("{}/snapshot", scratch.trim_end_matches('/'));
+        let mut items = vec![
+            sandbox::CopyIn::new(self.empty.path(), base.clone())
+                .owned_by(0, 0)
+                .with_mode(0o700),
+        ];
+        items.extend(
+            self.sources
+                .iter()
+                .map(|src| sandbox::CopyIn::new(src, format!("{base}/ws")).owned_by(0, 0)),
+        );
+        items
+    }
+}
 
 /// `$1` workspace, `$2` root-only base (0700), `$3` snapshot folder inside it. Prints the odd
 /// entries (neither regular file nor directory), one per line, relative to the workspace.

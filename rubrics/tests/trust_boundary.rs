@@ -86,23 +86,46 @@ async fn a_link_planted_by_agent_code_during_grading_never_reaches_a_later_compa
         "/grader/work/snapshot/ws/../../../grader/hidden/expected/out.csv",
         "../grader/hidden/expected/out.csv",
     ] {
-        let g = Grading::new(
-            "python",
-            &[("mod.py", &planting_module(target)), ("out.csv", WRONG)],
-            &[
+        // The snapshot taken by the grading, and copied in with the workspace (the green agent).
+        for staged in [false, true] {
+            let workspace: &[(&str, &[u8])] =
+                &[("mod.py", &planting_module(target)), ("out.csv", WRONG)];
+            let hidden: &[(&str, &[u8])] = &[
                 ("tests/test_mod.py", SNAP_TEST),
                 ("expected/out.csv", EXPECTED),
-            ],
-        )
-        .await;
-        let r = g.grade(SNAP_SPEC, None, BUDGET).await;
-        g.remove().await;
-        show(target, &r);
-        assert_eq!(grader(&r, "tests").status, Status::Pass, "{target}");
-        // The csv grader reads the snapshot: the agent's wrong data, not the expected file.
-        let data = grader(&r, "data");
-        assert_eq!(data.status, Status::Fail, "{target}: {:?}", data.details);
-        assert!(data.score.expect("scored") < 0.5, "{target}");
+            ];
+            let g = if staged {
+                Grading::staged("python", workspace, hidden).await
+            } else {
+                Grading::new("python", workspace, hidden).await
+            };
+            let r = g.grade(SNAP_SPEC, None, BUDGET).await;
+            if staged {
+                // The staged snapshot is root's alone, as the grading's own would be.
+                let out = g
+                .sh("stat -c '%U %a' /grader/work/snapshot; setpriv --reuid=1000 --regid=1000 --clear-groups cat /grader/work/snapshot/ws/out.csv && echo READABLE")
+                .await;
+                let said = String::from_utf8_lossy(&out.stdout);
+                assert!(said.starts_with("root 700"), "{said}");
+                assert!(!said.contains("READABLE"), "{said}");
+            }
+            g.remove().await;
+            show(target, &r);
+            assert_eq!(
+                grader(&r, "tests").status,
+                Status::Pass,
+                "{target} {staged}"
+            );
+            // The csv grader reads the snapshot: the agent's wrong data, not the expected file.
+            let data = grader(&r, "data");
+            assert_eq!(
+                data.status,
+                Status::Fail,
+                "{target} {staged}: {:?}",
+                data.details
+            );
+            assert!(data.score.expect("scored") < 0.5, "{target} {staged}");
+        }
     }
 }
 

@@ -85,6 +85,12 @@ pub(crate) async fn grade(
     }
     items.push(CopyIn::new(scratch.path(), GRADER_WORK));
     items.push(harness.copy_in(GRADER_WORK));
+    // The snapshot graders compare against, built here from the same folders (else the
+    // grading takes it in the container).
+    let snapshot = rubrics::grade::StagedSnapshot::of(&[view.workspace.dir(), outputs_dir]);
+    if let Some(s) = &snapshot {
+        items.extend(s.copy_ins(GRADER_WORK));
+    }
     sb.copy_in_many(&items).await?;
     prewarmed.await;
     let task_limit = Duration::from_secs(
@@ -99,6 +105,7 @@ pub(crate) async fn grade(
     let mut ctx = rubrics::GradingContext::new(sb, timeout);
     ctx.judge = env.judge.as_deref();
     ctx.harness_staged = true;
+    ctx.snapshot_staged = snapshot.is_some();
     ctx.probes = env.probes.for_image(&input.image);
     let report = rubrics::grade(input.task.grading(), &ctx).await;
     // Graders turn a failing sandbox into statuses; a grading sandbox whose node left (Swarm)

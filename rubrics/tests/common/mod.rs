@@ -29,6 +29,8 @@ pub async fn image(backend: &DockerBackend, name: &str) -> String {
 /// A grading container holding `workspace` at /workspace and `hidden` at /grader/hidden.
 pub struct Grading {
     pub sandbox: Box<dyn Sandbox>,
+    /// The snapshot was copied in with the workspace ([`rubrics::grade::StagedSnapshot`]).
+    pub staged: bool,
 }
 
 fn write_tree(dir: &Path, files: &[(&str, &[u8])]) {
@@ -46,6 +48,26 @@ impl Grading {
         hidden: &[(&str, &[u8])],
     ) -> Self {
         Self::with_cpus(1.0, image_name, workspace, hidden).await
+    }
+
+    /// [`Grading::new`] with the snapshot copied in with the workspace, as the green agent
+    /// does (`GradingContext::snapshot_staged`), instead of taken by the grading.
+    pub async fn staged(
+        image_name: &str,
+        workspace: &[(&str, &[u8])],
+        hidden: &[(&str, &[u8])],
+    ) -> Self {
+        let mut g = Self::with_cpus(1.0, image_name, workspace, hidden).await;
+        let ws = tempfile::tempdir().expect("tmp");
+        write_tree(ws.path(), workspace);
+        let snapshot = rubrics::grade::StagedSnapshot::of(&[ws.path()])
+            .expect("regular files and folders can be staged");
+        g.sandbox
+            .copy_in_many(&snapshot.copy_ins("/grader/work"))
+            .await
+            .expect("copy the snapshot");
+        g.staged = true;
+        g
     }
 
     /// [`Grading::new`] with `cpus` CPUs.
@@ -104,7 +126,10 @@ impl Grading {
         req.user = Some("root".into());
         let out = sandbox.exec(req).await.expect("mkdir");
         assert!(out.success(), "{out:?}");
-        Self { sandbox }
+        Self {
+            sandbox,
+            staged: false,
+        }
     }
 
     pub async fn sh(&self, script: &str) -> sandbox::ExecOutcome {
@@ -136,6 +161,7 @@ impl Grading {
         let mut ctx = GradingContext::new(self.sandbox.as_ref(), timeout);
         ctx.judge = judge;
         ctx.probes = probes;
+        ctx.snapshot_staged = self.staged;
         // The machine is shared and the container has one CPU: give slow gold snippets room.
         ctx.case_timeout = Duration::from_secs(300);
         grade(&spec, &ctx).await
