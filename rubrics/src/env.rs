@@ -102,6 +102,11 @@ pub(crate) struct Env<'c, 'a> {
     pub snap: String,
     /// Answers of trusted probes (from [`GradingContext::probes`]).
     pub probed: ProbeCache,
+    /// The live workspace is exactly what the staged snapshot was built from and no code but
+    /// ours has run in the sandbox since: the first rebuild from the snapshot only sets the
+    /// owner and modes (see [`crate::snapshot::reset_then`]). Cleared by that rebuild and by
+    /// any exec as another user than root.
+    pub pristine: std::sync::atomic::AtomicBool,
 }
 
 /// The trusted probes that succeeded (argv). A probe runs as root, cwd `/`, with an empty
@@ -202,6 +207,10 @@ impl Env<'_, '_> {
         limit: Option<Duration>,
         output_cap: usize,
     ) -> Result<ExecOutcome, Fault> {
+        if user != "root" {
+            self.pristine
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         let left = self.remaining();
         if left < Duration::from_millis(200) {
             return Err(Fault::Budget);

@@ -99,6 +99,7 @@ pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) {
         forbidden_log: String::new(),
         snap: String::new(),
         probed: ctx.probes.clone(),
+        pristine: std::sync::atomic::AtomicBool::new(false),
     };
     env.prewarm(&probes_of(spec)).await;
 }
@@ -136,6 +137,7 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         forbidden_log,
         snap: join(&ctx.scratch, "snapshot/ws"),
         probed: ctx.probes.clone(),
+        pristine: std::sync::atomic::AtomicBool::new(ctx.snapshot_staged),
     };
     let probes = probes_of(spec);
 

@@ -101,6 +101,13 @@ chown -R 1000:1000 "$ws" && chmod 755 "$ws" && chmod -R a+rX "$ws" || exit 82
 find . -type f -size +65536k -exec sh -c 'for f; do ln "$f" "$0/$f" || exit 1; done' "$ws" {} + || exit 83
 "#;
 
+/// [`RESET`] of a pristine workspace (see [`Env::pristine`]): its content is the snapshot's
+/// already; only the owner and modes are set.
+const OWN: &str = r#"set -u
+ws="$1"
+chown -R 1000:1000 "$ws" && chmod 755 "$ws" && chmod -R a+rX "$ws" || exit 82
+"#;
+
 /// `$1` workspace, `$2` snapshot, `$3` `1` to kill leftover processes first, `$4` a script to
 /// run next in the same exec (`""`: none) with the remaining arguments: from a root shell,
 /// every process of the agent's and the task-author uid is killed (each uid's own `kill -9 -1`
@@ -130,12 +137,18 @@ pub(crate) async fn reset_then(
     limit: Duration,
     output_cap: usize,
 ) -> Result<sandbox::ExecOutcome, Fault> {
+    // Pristine (nothing but our code ran since the upload the snapshot was staged from):
+    // nothing to kill, nothing to rebuild. Once only: agent code runs after this.
+    let pristine = env
+        .pristine
+        .swap(false, std::sync::atomic::Ordering::SeqCst);
+    let (reset, first_reap) = if pristine { (OWN, "0") } else { (RESET, "1") };
     let run = |reap: &str| {
         let mut argv = sv(&[
             "sh",
             "-c",
             REAP_RESET_THEN,
-            RESET,
+            reset,
             &env.ctx.workspace,
             &env.snap,
             reap,
@@ -144,7 +157,7 @@ pub(crate) async fn reset_then(
         argv.extend(args.iter().cloned());
         env.exec(argv, false, Some("/"), Some(limit), output_cap)
     };
-    let out = run("1").await?;
+    let out = run(first_reap).await?;
     if out.exit_code != Some(78) {
         return Ok(out);
     }

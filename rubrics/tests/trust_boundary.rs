@@ -129,6 +129,53 @@ async fn a_link_planted_by_agent_code_during_grading_never_reaches_a_later_compa
     }
 }
 
+const TWO_RUNS: &str = r#"
+[dimensions]
+code_correctness = 1.0
+
+[[graders]]
+name = "first"
+dimension = "code_correctness"
+check = { kind = "pytest", hidden_tests = "first" }
+
+[[graders]]
+name = "second"
+dimension = "code_correctness"
+check = { kind = "pytest", hidden_tests = "second" }
+"#;
+
+/// Agent code that, once imported by a test run, rewrites itself and leaves a file behind.
+const REWRITING: &[u8] = b"import os\n\ndef ok():\n    return False\n\ndef tamper():\n    with open('/workspace/mod.py', 'w') as f:\n        f.write('def ok():\\n    return True\\n')\n    open('/workspace/left.txt', 'w').close()\n";
+
+#[tokio::test]
+async fn what_agent_code_changes_in_one_test_run_is_gone_in_the_next() {
+    let hidden: &[(&str, &[u8])] = &[
+        (
+            "first/test_first.py",
+            b"def test_tamper():\n    import mod\n    mod.tamper()\n",
+        ),
+        (
+            "second/test_second.py",
+            b"import os\n\ndef test_restored():\n    assert not os.path.exists('/workspace/left.txt')\n    import mod\n    assert not mod.ok()\n",
+        ),
+    ];
+    // The snapshot taken by the grading, and staged with the upload (whose first rebuild only
+    // sets owners and modes: the second run must still get the full rebuild).
+    for staged in [false, true] {
+        let workspace: &[(&str, &[u8])] = &[("mod.py", REWRITING)];
+        let g = if staged {
+            Grading::staged("python", workspace, hidden).await
+        } else {
+            Grading::new("python", workspace, hidden).await
+        };
+        let r = g.grade(TWO_RUNS, None, BUDGET).await;
+        g.remove().await;
+        show(&format!("staged {staged}"), &r);
+        assert_eq!(grader(&r, "first").status, Status::Pass, "staged {staged}");
+        assert_eq!(grader(&r, "second").status, Status::Pass, "staged {staged}");
+    }
+}
+
 #[tokio::test]
 async fn links_fifos_and_devices_in_the_outputs_are_dropped_and_flagged_never_followed() {
     // (what the agent leaves at out.csv, a shell command that plants it)
