@@ -116,6 +116,8 @@ async fn take(
         ids: (1000, 1000),
         workdir: config.working_dir.unwrap_or_else(|| "/".to_string()),
         network: network.as_ref().map(|n| n.name.clone()),
+        // Its runner (if any) is not attached to: execs go through Docker's exec.
+        channel: None,
     };
     // A name needs the container's /etc/passwd (an exec: running containers only).
     sandbox.ids = archive::resolve_user(&sandbox, &user)

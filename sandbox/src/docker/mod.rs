@@ -3,10 +3,12 @@
 //! Every object carries the [`crate::labels`]; containers run `init: true` (docker-init reaps
 //! zombies) as uid 1000 by default, with CPU, memory (swap = memory) and pids limits in the host
 //! config, and no network unless attached to an internal network from
-//! [`Backend::create_network`].
+//! [`Backend::create_network`]. An idle root container (grading) takes its execs through the
+//! sandbox runner as its main process ([`channel`]), not through Docker's exec API.
 
 mod adopt;
 pub(crate) mod archive;
+mod channel;
 mod exec;
 pub(crate) mod network;
 pub(crate) mod reap;
@@ -22,7 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, LogsOptions, RemoveContainerOptions,
     StopContainerOptions,
@@ -312,7 +314,13 @@ impl Backend for DockerBackend {
             .user
             .clone()
             .unwrap_or_else(|| DEFAULT_USER.to_string());
+        // An idle root container gets the exec channel (the runner as its main process).
+        let with_channel = spec.command.is_none() && is_root(&user);
         let (entrypoint, cmd) = match &spec.command {
+            None if with_channel => (
+                channel::entrypoint(spec.env.contains_key("HOME"), spec.env.contains_key("PWD")),
+                vec![],
+            ),
             None => (vec!["sleep".to_string(), "infinity".to_string()], vec![]),
             Some(command) => (vec![command[0].clone()], command[1..].to_vec()),
         };
@@ -336,6 +344,11 @@ impl Backend for DockerBackend {
                     .collect(),
             ),
             security_opt: Some(vec!["no-new-privileges".to_string()]),
+            // The channel's traffic is nobody's log.
+            log_config: with_channel.then(|| HostConfigLogConfig {
+                typ: Some("none".into()),
+                config: None,
+            }),
             ..Default::default()
         };
         let body = ContainerCreateBody {
@@ -347,6 +360,11 @@ impl Backend for DockerBackend {
             cmd: Some(cmd),
             labels: Some(object_labels(&spec.owner)),
             host_config: Some(host_config),
+            open_stdin: Some(with_channel),
+            stdin_once: Some(false),
+            attach_stdin: Some(with_channel),
+            attach_stdout: Some(with_channel),
+            attach_stderr: Some(with_channel),
             ..Default::default()
         };
         let name = object_name(&spec.owner);
@@ -378,6 +396,7 @@ impl Backend for DockerBackend {
             ids: (1000, 1000),
             workdir: spec.workdir.clone(),
             network,
+            channel: None,
         };
         tracing::info!(
             sandbox = %sandbox.name,
@@ -387,6 +406,13 @@ impl Backend for DockerBackend {
             "created container"
         );
         let prepared = async {
+            if with_channel {
+                // Before the start, so nothing the runner says is missed.
+                sandbox.channel = Some(Box::new(
+                    channel::Channel::attach(&sandbox.docker, &sandbox.endpoint, &sandbox.id)
+                        .await?,
+                ));
+            }
             sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
             if files.is_empty() {
                 // Docker creates a missing working directory at the start, owned by root: only
@@ -449,6 +475,12 @@ impl Backend for DockerBackend {
     }
 }
 
+/// Whether a Docker user spec is root (`root`, `0`, `0:…`, `root:…`).
+fn is_root(user: &str) -> bool {
+    let name = user.split(':').next().unwrap_or(user);
+    name == "root" || name == "0"
+}
+
 /// A container created by [`DockerBackend`].
 #[derive(Debug)]
 pub struct DockerSandbox {
@@ -463,6 +495,8 @@ pub struct DockerSandbox {
     workdir: String,
     /// The internal network's name, if attached to one.
     network: Option<String>,
+    /// The exec channel of an idle root container (see [`channel`]).
+    channel: Option<Box<channel::Channel>>,
 }
 
 impl DockerSandbox {
@@ -494,6 +528,7 @@ impl DockerSandbox {
             ids: (1000, 1000),
             workdir: workdir.clone(),
             network: None,
+            channel: None,
         };
         sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
         archive::ensure_dir(&sandbox, &workdir).await?;
@@ -535,6 +570,17 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        if let Some(channel) = &self.channel {
+            if request.argv.is_empty() {
+                return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
+            }
+            validate_env_names(request.env.keys())?;
+            let user = request.user.as_deref().unwrap_or(&self.user);
+            let workdir = request.workdir.as_deref().unwrap_or(&self.workdir);
+            if let Some(outcome) = channel.exec(&request, user, workdir).await {
+                return outcome;
+            }
+        }
         exec::run(self, request).await
     }
 

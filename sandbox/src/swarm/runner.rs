@@ -25,7 +25,7 @@ use crate::docker::{check_sandbox_path, validate_env_names};
 use crate::{CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, SandboxError};
 
 /// The embedded runner program (a Swarm config, run with `python3 -I`).
-pub(super) const RUNNER_PY: &str = include_str!("runner.py");
+pub(super) const RUNNER_PY: &str = include_str!("../runner.py");
 
 /// Where the runner program is mounted in the container (root-only, 0400).
 pub(super) const RUNNER_PATH: &str = "/run/rb-runner.py";

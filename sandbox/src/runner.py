@@ -1,17 +1,22 @@
-# The swarm backend's sandbox runner (python3 -I, stdlib only; written for research-bench).
+# The sandbox runner (python3 -I, stdlib only; written for research-bench). Two modes:
 #
-# Runs as root in a swarm sandbox's container (the child of its init), starts the sandbox's own
-# command as the sandbox user, and serves over HTTP what the host needs of the sandbox: files
-# in (PUT /files, a tar), execs (POST /exec), files out (GET /files?path=, a tar), the main
-# command's exit (GET /main), its output (GET /logs) and its stop (POST /stop). With --hold the
-# main command waits for POST /start (the host copies the sandbox's files in first).
+# HTTP (the swarm backend): runs as root in a swarm sandbox's container (the child of its
+# init), starts the sandbox's own command as the sandbox user, and serves over HTTP what the
+# host needs of the sandbox: files in (PUT /files, a tar), execs (POST /exec), files out
+# (GET /files?path=, a tar), the main command's exit (GET /main), its output (GET /logs) and
+# its stop (POST /stop). With --hold the main command waits for POST /start (the host copies
+# the sandbox's files in first).
+#   Arguments: --port N --token-file F --user SPEC [--workdir DIR] [--peer IP]
+#              [--max-upload BYTES] [--home-set] [--hold] -- COMMAND...
+#   Every request must carry "Authorization: Bearer <token>" (the token file is a root-only
+#   Swarm secret); connections from any address but --peer (the relay) are closed unread.
+#   Every read is bounded: header lines and count (http.server), bodies (Content-Length only,
+#   capped), time (socket timeout), concurrent connections.
 #
-# Arguments: --port N --token-file F --user SPEC [--workdir DIR] [--peer IP]
-#            [--max-upload BYTES] [--home-set] [--hold] -- COMMAND...
-# Every request must carry "Authorization: Bearer <token>" (the token file is a root-only
-# Swarm secret); connections from any address but --peer (the relay) are closed unread.
-# Every read is bounded: header lines and count (http.server), bodies (Content-Length only,
-# capped), time (socket timeout), concurrent connections.
+# --stdio [--home-set] (the docker backend's exec channel of an idle root container): execs
+# only, one JSON request per line on stdin, one answer per line on stdout, each with the
+# request's id; requests run concurrently. Only the host's attach reaches these pipes: the
+# process is root's, so no other uid can open its /proc fds.
 import ctypes
 import grp
 import hmac
@@ -56,6 +61,9 @@ class State:
     logs_lock = threading.Lock()
     nnp = False
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    # The environment this process was started with (--stdio): Python's own changes to
+    # os.environ (the C locale's coercion) are not the container's.
+    base_env = None
 
 
 def no_new_privileges():
@@ -115,7 +123,7 @@ def file_owner(spec):
 
 
 def environment(extra, home):
-    env = dict(os.environ)
+    env = dict(State.base_env if State.base_env is not None else os.environ)
     if not State.home_set:
         env["HOME"] = home
     env.update(extra)
@@ -688,7 +696,65 @@ def watch_main(proc):
         State.exited.notify_all()
 
 
+def initial_environment():
+    """The environment block this process was started with (before Python touched it)."""
+    with open("/proc/self/environ", "rb") as f:
+        raw = f.read()
+    env = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep and name:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
+
+
+def serve_stdio(args):
+    """--stdio: exec requests as JSON lines on stdin, answers as JSON lines on stdout."""
+    State.home_set = "--home-set" in args
+    State.base_env = initial_environment()
+    State.nnp = no_new_privileges()
+    # The channel gets its own descriptor; fd 1 points at stderr from here on, so nothing but
+    # an answer can reach the host's stdout stream.
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    lock = threading.Lock()
+
+    def send(answer):
+        line = json.dumps(answer, separators=(",", ":")).encode() + b"\n"
+        with lock:
+            channel.write(line)
+            channel.flush()
+
+    def answer(req):
+        rid = req.get("id") if isinstance(req, dict) else None
+        try:
+            send({"id": rid, "outcome": run_exec(req)})
+        except Exception as e:  # a bad request or a failure of this process: said, not fatal
+            send({"id": rid, "error": "%s: %s" % (type(e).__name__, e)})
+
+    send({"ready": True, "nnp": State.nnp})
+    source = sys.stdin.buffer
+    while True:
+        line = source.readline(MAX_JSON + 1)
+        if not line:
+            return 0
+        if not line.endswith(b"\n"):
+            # Over the bound: the rest of the line is skipped, the request answered as refused.
+            while line and not line.endswith(b"\n"):
+                line = source.readline(MAX_JSON + 1)
+            send({"id": None, "error": "a request over %d bytes" % MAX_JSON})
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            send({"id": None, "error": "unreadable request: %s" % e})
+            continue
+        threading.Thread(target=answer, args=(req,), daemon=True).start()
+
+
 def main(args):
+    if args[:1] == ["--stdio"]:
+        return serve_stdio(args[1:])
     port, command = None, []
     token_file = None
     workdir = None
