@@ -351,9 +351,16 @@ async fn read_answers(
                 break;
             }
         };
+        // Only the new bytes are searched for the end of a line (answers run to megabytes).
+        let mut from = buf.len();
         buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+        while let Some(end) = buf[from..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|i| from + i)
+        {
             let line: Vec<u8> = buf.drain(..=end).collect();
+            from = 0;
             match serde_json::from_slice::<Line>(&line) {
                 Ok(l) if l.ready => {
                     state.send_replace(State::Ready);
