@@ -368,6 +368,19 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     }
     /// Stops the main process: SIGTERM, then SIGKILL after `grace`.
     async fn stop(&self, grace: Duration) -> Result<(), SandboxError>;
+    /// Ends all activity in the sandbox so its files can be copied out as they stand: after it
+    /// returns, none of its processes runs again (a sandbox that already ended stays as it is;
+    /// [`Sandbox::remove`] ends a frozen one). The default stops it (SIGTERM, then SIGKILL
+    /// after `grace`); Docker freezes the processes where they are (its cgroup freezer), which
+    /// leaves them no grace to write anything more and skips the stop's network teardown.
+    async fn freeze(&self, grace: Duration) -> Result<(), SandboxError> {
+        self.stop(grace).await
+    }
+    /// Whether a process of the sandbox may still run: `false` once its main process ended or
+    /// it was frozen ([`Sandbox::freeze`]). The default asks [`Sandbox::main_exit`].
+    async fn may_run(&self) -> Result<bool, SandboxError> {
+        Ok(self.main_exit().await?.is_none())
+    }
     /// Stops (if needed) and deletes the sandbox and everything it holds. Idempotent.
     async fn remove(&self) -> Result<(), SandboxError>;
 }

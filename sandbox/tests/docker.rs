@@ -548,6 +548,64 @@ async fn logs_main_exit_and_stop() {
     sb.remove().await.expect("remove");
 }
 
+#[tokio::test]
+async fn freeze_stops_all_activity_and_keeps_the_files_for_copy_out() {
+    let backend = backend().await;
+    let image = python_image(&backend).await;
+    let run = run_id("freeze");
+    let mut s = spec(&image, &run);
+    // The main process and a background one keep appending to files in the workspace, and
+    // a SIGTERM handler would write one more line: a frozen sandbox gives them no grace.
+    s.command = Some(vec![
+        "sh".into(),
+        "-c".into(),
+        "trap 'echo term >> /workspace/main.txt; exit 0' TERM; \
+         (while :; do echo bg >> /workspace/bg.txt; sleep 0.01; done) & \
+         while :; do echo main >> /workspace/main.txt; sleep 0.01; done"
+            .into(),
+    ]);
+    let sb = backend.create(s).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sb.may_run().await.expect("may run"));
+    sb.freeze(Duration::from_secs(5)).await.expect("freeze");
+    assert!(!sb.may_run().await.expect("may run"), "frozen");
+    assert_eq!(sb.main_exit().await.expect("main exit"), None);
+    let host = tempfile::tempdir().expect("tempdir");
+    let first = host.path().join("first");
+    sb.copy_out("/workspace", &first, 1_000_000)
+        .await
+        .expect("copy out a frozen sandbox");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = host.path().join("second");
+    sb.copy_out("/workspace", &second, 1_000_000)
+        .await
+        .expect("copy out again");
+    for f in ["main.txt", "bg.txt"] {
+        let a = std::fs::read_to_string(first.join(f)).expect("first copy");
+        let b = std::fs::read_to_string(second.join(f)).expect("second copy");
+        assert!(!a.is_empty(), "{f} was being written");
+        assert_eq!(a, b, "{f} changed after the freeze");
+        assert!(!a.contains("term"), "{f}: a SIGTERM handler ran");
+    }
+    // Freezing again, and freezing a sandbox whose main process ended, are no-ops.
+    sb.freeze(Duration::from_secs(1))
+        .await
+        .expect("freeze again");
+    sb.remove().await.expect("remove a frozen sandbox");
+    assert!(containers_of_run(&backend, &run).await.is_empty());
+
+    let mut s = spec(&image, &run);
+    s.command = Some(vec!["true".into()]);
+    let sb = backend.create(s).await.expect("create");
+    assert_eq!(sb.wait_exit().await.expect("wait"), 0);
+    sb.freeze(Duration::from_secs(1))
+        .await
+        .expect("freeze an ended sandbox");
+    assert!(!sb.may_run().await.expect("may run"));
+    assert_eq!(sb.main_exit().await.expect("main exit"), Some(0));
+    sb.remove().await.expect("remove");
+}
+
 /// Env var that turns this test binary into the reaper test's owner process.
 const REAP_CHILD_ENV: &str = "SANDBOX_TEST_REAP_CHILD_RUN";
 

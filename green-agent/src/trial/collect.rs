@@ -1,4 +1,4 @@
-//! Phase 4, collect: a hosted agent's sandbox is stopped and its workspace copied out (the
+//! Phase 4, collect: a hosted agent's sandbox is frozen and its workspace copied out (the
 //! authoritative output, also after a kill), with its log; then the A2A artifacts of either
 //! side. The pipeline removes the agent's sandbox right after (once the collected outputs are
 //! checkpointed): nothing held-out is touched before that.
@@ -66,7 +66,7 @@ pub(crate) async fn collect(
     Ok(out)
 }
 
-/// Stops the sandbox and copies its workspace out; returns a flag when it was over the cap.
+/// Freezes the sandbox and copies its workspace out; returns a flag when it was over the cap.
 async fn copy_out_workspace(
     env: &RunEnv,
     input: &TrialInput,
@@ -78,7 +78,9 @@ async fn copy_out_workspace(
     let mut over_cap = None;
     let raw = prep.work.path().join("agent-workspace");
     std::fs::create_dir_all(&raw).map_err(io("creating the copy-out folder"))?;
-    let _ = sb.stop(Duration::from_secs(2)).await;
+    // Frozen where it stands (Docker: paused; other backends: stopped): nothing of the agent's
+    // runs or writes after this point, and the container goes with the pipeline's removal.
+    let _ = sb.freeze(Duration::from_secs(2)).await;
     if run.exit_code.is_none()
         && let Ok(Some(code)) = sb.main_exit().await
         && code != 0

@@ -204,7 +204,8 @@ async fn phases(
 }
 
 /// Everything up to the agent's outputs, staged and stored: launch (or reattach) → drive →
-/// collect → checkpoint, then the agent container is confirmed stopped (or removed at once).
+/// collect → checkpoint, then the agent container is confirmed frozen or stopped (or removed at
+/// once).
 async fn agent_phases(
     env: &RunEnv,
     input: &TrialInput,
@@ -283,7 +284,7 @@ async fn agent_phases(
     };
     reattach::checkpoint(env, input, *number, &parts, &prep.outputs_dir).await;
     // Invariant: no process of the agent runs before any held-out file is touched: its
-    // container is stopped (collection stopped it) or else removed now. A stopped one is
+    // container is frozen or stopped (collection did it) or else removed now. Such a one is
     // removed with the attempt's other leftovers (its network too), after the record.
     res.release_running_sandboxes().await;
     Ok((prep, parts))

@@ -51,11 +51,13 @@ impl Resources {
     }
 
     /// Removes every sandbox kept so far that may still run a process; those confirmed stopped
+    /// or frozen
     /// stay kept (no process of theirs runs; their removal, with the attempt's other objects,
     /// need not delay what comes next).
     pub(crate) async fn release_running_sandboxes(&mut self) {
         let checks = self.sandboxes.drain(..).map(|s| async move {
-            let stopped = matches!(s.main_exit().await, Ok(Some(_)));
+            // Ended or frozen: nothing of it runs again; removed after the record.
+            let stopped = matches!(s.may_run().await, Ok(false));
             if !stopped && let Err(e) = s.remove().await {
                 warn!(error = %e, sandbox = s.id(), "could not remove sandbox (the reaper will)");
             }

@@ -692,6 +692,31 @@ impl Sandbox for DockerSandbox {
         }
     }
 
+    async fn freeze(&self, grace: Duration) -> Result<(), SandboxError> {
+        match self.docker.pause_container(&self.id).await {
+            Ok(()) => {
+                tracing::debug!(sandbox = %self.name, "paused container");
+                Ok(())
+            }
+            // Not running (it ended: nothing runs) or already paused (a resumed collection).
+            Err(e) if status_of(&e) == Some(409) => Ok(()),
+            Err(e) => {
+                tracing::warn!(sandbox = %self.name, error = %e, "pausing failed; stopping instead");
+                self.stop(grace).await
+            }
+        }
+    }
+
+    async fn may_run(&self) -> Result<bool, SandboxError> {
+        let info = self
+            .docker
+            .inspect_container(&self.id, None)
+            .await
+            .map_err(self.err("inspect_container"))?;
+        let state = info.state.unwrap_or_default();
+        Ok(state.running == Some(true) && state.paused != Some(true))
+    }
+
     async fn stop(&self, grace: Duration) -> Result<(), SandboxError> {
         let grace = grace.min(Duration::from_secs(24 * 3600));
         let secs = i32::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0))
