@@ -749,7 +749,14 @@ def serve_stdio(args):
         except ValueError as e:
             send({"id": None, "error": "unreadable request: %s" % e})
             continue
-        threading.Thread(target=answer, args=(req,), daemon=True).start()
+        try:
+            threading.Thread(target=answer, args=(req,), daemon=True).start()
+        except RuntimeError as e:
+            # No thread to be had (the pids limit, a fork bomb's doing): this request is
+            # refused, the runner lives on for the next.
+            answer_refused = {"id": req.get("id") if isinstance(req, dict) else None}
+            answer_refused["error"] = "cannot start the exec: %s" % e
+            send(answer_refused)
 
 
 def main(args):

@@ -341,3 +341,81 @@ async fn without_the_runner_execs_go_through_docker_exec() {
     }
     sb.remove().await.expect("remove");
 }
+
+#[tokio::test]
+async fn a_request_too_big_for_the_channel_and_a_pids_exhaustion_neither_hang_nor_end_it() {
+    let backend = backend().await;
+    let image = python_image(&backend).await;
+    let run = run_id("channel-bounds");
+    let mut s = root_spec(&image, &run);
+    s.limits.pids = 48;
+    let sb = backend.create(s).await.expect("create");
+    let pid = runner_pid(sb.as_ref()).await.expect("the runner runs");
+
+    // ~1.4 MB of control characters in the environment: over 8 MiB as a JSON line (each is
+    // `\u00XX`), so not for the channel; Docker's exec gets it (and refuses it in turn: its
+    // own message to containerd is over 4 MiB). An answer, not a hang.
+    let mut req = exec(&["sh", "-c", "echo ${#V0}"]);
+    for i in 0..14 {
+        req.env.insert(format!("V{i}"), "\u{1}".repeat(100_000));
+    }
+    let began = Instant::now();
+    let out = sb.exec(req).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}: {out:?}",
+        began.elapsed()
+    );
+    if let Ok(out) = &out {
+        assert!(
+            text(&out.stdout).trim() == "100000" || out.exit_code == Some(126),
+            "{out:?}"
+        );
+    }
+    // Just under the channel's bound (~6 MB as JSON): the runner takes it.
+    let mut req = exec(&["sh", "-c", "echo ${#V0} ${#V9}"]);
+    for i in 0..10 {
+        req.env.insert(format!("V{i}"), "\u{1}".repeat(100_000));
+    }
+    let out = sb.exec(req).await.expect("a request within the bound");
+    assert_eq!(text(&out.stdout), "100000 100000\n", "{out:?}");
+
+    // Agent code takes every pid for a few seconds; an exec asked meanwhile ends (refused or
+    // run) instead of hanging, and the runner serves on once the pids are back.
+    let bomb = "import os, time\nkids = []\ntry:\n    while True:\n        p = os.fork()\n        if p == 0:\n            time.sleep(4)\n            os._exit(0)\n        kids.append(p)\nexcept OSError:\n    pass\nprint(len(kids), flush=True)\nfor p in kids:\n    os.waitpid(p, 0)\n";
+    let mut req = as_user(&["python3", "-c", bomb], "1000:1000");
+    req.timeout = Duration::from_secs(20);
+    let during = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let began = Instant::now();
+        let mut probe = exec(&["true"]);
+        probe.timeout = Duration::from_secs(10);
+        let out = sb.exec(probe).await;
+        (out, began.elapsed())
+    };
+    let (bombed, (meanwhile, took)) = tokio::join!(sb.exec(req), during);
+    println!("during the exhaustion: {meanwhile:?} in {took:?}");
+    let bombed = bombed.expect("the bomb's exec");
+    assert!(
+        text(&bombed.stdout).trim().parse::<u32>().is_ok(),
+        "{bombed:?}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "an exec hung: {took:?} {meanwhile:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match sb.exec(exec(&["echo", "back"])).await {
+            Ok(out) if text(&out.stdout) == "back\n" => break,
+            other => assert!(Instant::now() < deadline, "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        runner_pid(sb.as_ref()).await,
+        Some(pid),
+        "the runner lived on"
+    );
+    sb.remove().await.expect("remove");
+}

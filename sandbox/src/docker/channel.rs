@@ -44,6 +44,10 @@ const READY: Duration = Duration::from_secs(30);
 /// Bytes of one answer beyond its two hex-encoded streams.
 const SMALL_ANSWER: usize = 64 * 1024;
 
+/// The runner's bound on one request line (`MAX_JSON` in `runner.py`); a longer one goes
+/// through Docker's exec.
+const MAX_REQUEST: usize = 8 * 1024 * 1024;
+
 /// Bytes of the runner's stderr kept for a warning.
 const STDERR_KEEP: usize = 4096;
 
@@ -230,6 +234,10 @@ impl Channel {
             Err(e) => return Some(Err(e)),
         };
         line.push(b'\n');
+        if line.len() > MAX_REQUEST {
+            // The runner would refuse it unread (it could not say which request it was).
+            return None;
+        }
         self.largest_cap
             .fetch_max(request.output_cap, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
