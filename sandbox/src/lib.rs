@@ -42,6 +42,7 @@ mod error;
 pub mod images;
 pub mod kube;
 mod owner_lock;
+mod runner;
 mod signals;
 pub mod swarm;
 mod tarball;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::ListContainersOptions;
 use common::{
-    backend, banner_at, host_listeners, python_image, reach_probe, run_id, serve_8700, spec, text,
+    backend, banner_at, exec_checks, host_listeners, python_image, reach_probe, run_id, serve_8700,
+    spec, text,
 };
 use sandbox::{Backend, DockerBackend, ExecRequest, Limits, NetworkPolicy, SandboxError, labels};
 
@@ -168,21 +169,7 @@ async fn memory_limit_oom_kill_is_reported() {
         pids: 64,
     };
     let sb = backend.create(s).await.expect("create");
-    let out = sb
-        .exec(exec(&[
-            "python3",
-            "-c",
-            "x = bytearray(300 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); print('survived')",
-        ]))
-        .await
-        .expect("exec");
-    assert!(out.oom_killed, "{out:?}");
-    assert!(!out.success());
-    assert_eq!(out.exit_code, None);
-    assert!(!text(&out.stdout).contains("survived"));
-    // The sandbox itself lives on.
-    let ok = sb.exec(exec(&["true"])).await.expect("exec after oom");
-    assert!(ok.success() && !ok.oom_killed, "{ok:?}");
+    exec_checks::oom_is_reported(sb.as_ref(), None).await;
     sb.remove().await.expect("remove");
 }
 
@@ -243,28 +230,7 @@ async fn deadline_kills_the_whole_exec_tree_within_a_second() {
     let image = python_image(&backend).await;
     let run = run_id("deadline");
     let sb = backend.create(spec(&image, &run)).await.expect("create");
-    let mut req = exec(&[
-        "sh",
-        "-c",
-        "sleep 301 & sleep 302 & echo started; sleep 303",
-    ]);
-    req.timeout = Duration::from_secs(2);
-    let began = Instant::now();
-    let out = sb.exec(req).await.expect("exec");
-    let took = began.elapsed();
-    assert!(out.timed_out, "{out:?}");
-    assert_eq!(out.exit_code, None);
-    assert!(!out.success());
-    assert_eq!(text(&out.stdout), "started\n");
-    assert!(took >= Duration::from_secs(2), "returned early: {took:?}");
-    assert!(
-        took < Duration::from_secs(3),
-        "not killed within 1 s of the deadline: {took:?}"
-    );
-    // No process of the exec survives.
-    let ps = sb.exec(exec(&["ps", "-eo", "args"])).await.expect("ps");
-    let ps = text(&ps.stdout);
-    assert!(!ps.contains("sleep 30"), "survivors:\n{ps}");
+    exec_checks::deadline_kills_the_tree(sb.as_ref(), None).await;
     sb.remove().await.expect("remove");
     assert!(
         containers_of_run(&backend, &run).await.is_empty(),
@@ -278,21 +244,7 @@ async fn output_caps_truncate() {
     let image = python_image(&backend).await;
     let run = run_id("caps");
     let sb = backend.create(spec(&image, &run)).await.expect("create");
-    let mut req = exec(&[
-        "sh",
-        "-c",
-        "head -c 100000 /dev/zero | tr '\\0' a; echo err >&2; exit 3",
-    ]);
-    req.output_cap = 1000;
-    let out = sb.exec(req).await.expect("exec");
-    assert_eq!(out.stdout.len(), 1000);
-    assert_eq!(text(&out.stderr), "err\n");
-    assert!(out.truncated);
-    assert_eq!(out.exit_code, Some(3));
-    // An absurd timeout is no deadline, not a panic.
-    let mut req = exec(&["true"]);
-    req.timeout = Duration::MAX;
-    assert!(sb.exec(req).await.expect("exec").success());
+    exec_checks::output_caps_truncate(sb.as_ref(), None).await;
     sb.stop(Duration::MAX)
         .await
         .expect("stop with an absurd grace");

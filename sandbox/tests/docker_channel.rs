@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{backend, python_image, run_id, spec, text};
+use common::{backend, exec_checks, python_image, run_id, spec, text};
 use sandbox::{Backend, ExecRequest, Limits, Sandbox, SandboxSpec};
 
 fn exec(argv: &[&str]) -> ExecRequest {
@@ -127,21 +127,7 @@ async fn an_idle_root_container_runs_execs_through_its_runner_with_docker_exec_s
     let out = root.exec(req).await.expect("exec");
     assert!(!out.success(), "{out:?}");
 
-    // Output caps and an absurd timeout.
-    let mut req = exec(&[
-        "sh",
-        "-c",
-        "head -c 100000 /dev/zero | tr '\\0' a; echo err >&2; exit 3",
-    ]);
-    req.output_cap = 1000;
-    let out = root.exec(req).await.expect("exec");
-    assert_eq!(out.stdout.len(), 1000);
-    assert_eq!(text(&out.stderr), "err\n");
-    assert!(out.truncated);
-    assert_eq!(out.exit_code, Some(3));
-    let mut req = exec(&["true"]);
-    req.timeout = Duration::MAX;
-    assert!(root.exec(req).await.expect("exec").success());
+    exec_checks::output_caps_truncate(root.as_ref(), Some("1000:1000")).await;
 
     // Binary output survives the channel byte for byte.
     let out = root
@@ -192,50 +178,10 @@ async fn the_runner_kills_the_whole_tree_at_the_deadline_and_reports_oom() {
     };
     let sb = backend.create(s).await.expect("create");
     assert!(parent_of_exec(sb.as_ref()).await.contains("--stdio"));
-    let mut req = as_user(
-        &[
-            "sh",
-            "-c",
-            "sleep 301 & sleep 302 & echo started; sleep 303",
-        ],
-        "1000:1000",
-    );
-    req.timeout = Duration::from_secs(2);
-    let began = Instant::now();
-    let out = sb.exec(req).await.expect("exec");
-    let took = began.elapsed();
-    assert!(out.timed_out, "{out:?}");
-    assert_eq!(out.exit_code, None);
-    assert_eq!(text(&out.stdout), "started\n");
-    assert!(took >= Duration::from_secs(2), "returned early: {took:?}");
-    assert!(
-        took < Duration::from_secs(4),
-        "not killed in time: {took:?}"
-    );
-    let ps = sb.exec(exec(&["ps", "-eo", "args"])).await.expect("ps");
-    assert!(
-        !text(&ps.stdout).contains("sleep 30"),
-        "{}",
-        text(&ps.stdout)
-    );
-
+    exec_checks::deadline_kills_the_tree(sb.as_ref(), Some("1000:1000")).await;
     // Agent code that exhausts the memory: an OOM outcome, and the channel lives on.
-    let out = sb
-        .exec(as_user(
-            &[
-                "python3",
-                "-c",
-                "x = bytearray(600 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); print('survived')",
-            ],
-            "1000:1000",
-        ))
-        .await
-        .expect("exec");
-    assert!(out.oom_killed, "{out:?}");
-    assert_eq!(out.exit_code, None);
-    assert!(!text(&out.stdout).contains("survived"));
-    let ok = sb.exec(exec(&["true"])).await.expect("exec after oom");
-    assert!(ok.success() && !ok.oom_killed, "{ok:?}");
+    exec_checks::oom_is_reported(sb.as_ref(), Some("1000:1000")).await;
+    assert!(parent_of_exec(sb.as_ref()).await.contains("--stdio"));
     sb.remove().await.expect("remove");
 }
 

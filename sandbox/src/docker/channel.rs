@@ -27,10 +27,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
 use super::{api_error, exec::oom_kills};
+use crate::runner::{ExecAnswer, ExecBody, RUNNER_PY, capped_timeout};
 use crate::{ExecOutcome, ExecRequest, SandboxError};
-
-/// The runner program (shared with the swarm backend's HTTP runner).
-const RUNNER_PY: &str = include_str!("../runner.py");
 
 /// What the shell prints when the runner is not (or no longer) there.
 const GONE: &str = "{\"gone\":true}";
@@ -74,32 +72,18 @@ enum State {
 
 /// What came back for one request.
 enum Reply {
-    Outcome(Answer),
+    Outcome(ExecAnswer),
     Error(String),
     /// The runner ended before answering.
     Gone,
 }
 
+/// An exec with the id its answer will carry.
 #[derive(Serialize)]
 struct Request<'a> {
     id: u64,
-    argv: &'a [String],
-    env: &'a std::collections::BTreeMap<String, String>,
-    user: &'a str,
-    workdir: &'a str,
-    timeout_ms: u64,
-    output_cap: usize,
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    exit_code: Option<i64>,
-    stdout: String,
-    stderr: String,
-    timed_out: bool,
-    oom_killed: bool,
-    truncated: bool,
-    duration_ms: u64,
+    #[serde(flatten)]
+    body: ExecBody<'a>,
 }
 
 /// One line from the runner (or the shell around it).
@@ -108,7 +92,7 @@ struct Line {
     #[serde(default)]
     id: Option<u64>,
     #[serde(default)]
-    outcome: Option<Answer>,
+    outcome: Option<ExecAnswer>,
     #[serde(default)]
     error: Option<String>,
     #[serde(default)]
@@ -214,19 +198,11 @@ impl Channel {
         user: &str,
         workdir: &str,
     ) -> Option<Result<ExecOutcome, SandboxError>> {
-        // A timeout too large to represent means "no deadline" in practice (a century).
-        let timeout = request
-            .timeout
-            .min(Duration::from_secs(100 * 365 * 24 * 3600));
+        let timeout = capped_timeout(request);
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let line = serde_json::to_vec(&Request {
             id,
-            argv: &request.argv,
-            env: &request.env,
-            user,
-            workdir,
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            output_cap: request.output_cap,
+            body: ExecBody::new(request, user, workdir),
         })
         .map_err(|e| self.error(format!("encoding the request failed: {e}")));
         let mut line = match line {
@@ -275,29 +251,9 @@ impl Channel {
             _ => false,
         };
         Some(match reply {
-            Reply::Outcome(answer) => {
-                let decode = |s: &str| {
-                    hex::decode(s).map_err(|e| self.error(format!("unreadable output: {e}")))
-                };
-                let oom_killed = answer.oom_killed || oom_since;
-                let (stdout, stderr) = match (decode(&answer.stdout), decode(&answer.stderr)) {
-                    (Ok(o), Ok(e)) => (o, e),
-                    (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
-                };
-                Ok(ExecOutcome {
-                    exit_code: if oom_killed || answer.timed_out {
-                        None
-                    } else {
-                        answer.exit_code
-                    },
-                    stdout,
-                    stderr,
-                    timed_out: answer.timed_out,
-                    oom_killed,
-                    truncated: answer.truncated,
-                    duration: Duration::from_millis(answer.duration_ms),
-                })
-            }
+            Reply::Outcome(answer) => answer
+                .into_outcome(oom_since)
+                .map_err(|e| self.error(format!("unreadable output: {e}"))),
             // The container's memory ran out while the command ran and the kernel took the
             // runner: the command's outcome, as when it takes the command itself.
             Reply::Gone if oom_since => Ok(ExecOutcome {

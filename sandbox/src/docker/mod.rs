@@ -535,6 +535,16 @@ impl DockerSandbox {
         Ok(sandbox)
     }
 
+    /// The container's state as the engine reports it.
+    async fn state(&self) -> Result<bollard::models::ContainerState, SandboxError> {
+        let info = self
+            .docker
+            .inspect_container(&self.id, None)
+            .await
+            .map_err(self.err("inspect_container"))?;
+        Ok(info.state.unwrap_or_default())
+    }
+
     /// Whether the engine runs the container with `no-new-privileges`.
     pub(crate) async fn has_no_new_privileges(&self) -> Result<bool, SandboxError> {
         let info = self
@@ -679,12 +689,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn main_exit(&self) -> Result<Option<i64>, SandboxError> {
-        let info = self
-            .docker
-            .inspect_container(&self.id, None)
-            .await
-            .map_err(self.err("inspect_container"))?;
-        let state = info.state.unwrap_or_default();
+        let state = self.state().await?;
         if state.running == Some(true) {
             Ok(None)
         } else {
@@ -708,12 +713,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn may_run(&self) -> Result<bool, SandboxError> {
-        let info = self
-            .docker
-            .inspect_container(&self.id, None)
-            .await
-            .map_err(self.err("inspect_container"))?;
-        let state = info.state.unwrap_or_default();
+        let state = self.state().await?;
         Ok(state.running == Some(true) && state.paused != Some(true))
     }
 

@@ -18,14 +18,15 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::docker::archive::{extract_stream, spool_items};
 use crate::docker::{check_sandbox_path, validate_env_names};
+use crate::runner::{ExecAnswer, ExecBody, capped_timeout};
 use crate::{CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, SandboxError};
 
 /// The embedded runner program (a Swarm config, run with `python3 -I`).
-pub(super) const RUNNER_PY: &str = include_str!("../runner.py");
+pub(super) use crate::runner::RUNNER_PY;
 
 /// Where the runner program is mounted in the container (root-only, 0400).
 pub(super) const RUNNER_PATH: &str = "/run/rb-runner.py";
@@ -94,27 +95,6 @@ pub(super) struct Health {
     /// The sandbox user's `(uid, gid)` as file owners (Docker's archive semantics).
     pub(super) uid: u32,
     pub(super) gid: u32,
-}
-
-#[derive(Serialize)]
-struct ExecBody<'a> {
-    argv: &'a [String],
-    env: &'a std::collections::BTreeMap<String, String>,
-    user: &'a str,
-    workdir: &'a str,
-    timeout_ms: u64,
-    output_cap: usize,
-}
-
-#[derive(Deserialize)]
-struct ExecAnswer {
-    exit_code: Option<i64>,
-    stdout: String,
-    stderr: String,
-    timed_out: bool,
-    oom_killed: bool,
-    truncated: bool,
-    duration_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -412,19 +392,9 @@ impl Runner {
             return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
         }
         validate_env_names(request.env.keys())?;
-        // A timeout too large to represent means "no deadline" in practice (a century).
-        let timeout = request
-            .timeout
-            .min(Duration::from_secs(100 * 365 * 24 * 3600));
-        let body = serde_json::to_vec(&ExecBody {
-            argv: &request.argv,
-            env: &request.env,
-            user,
-            workdir,
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            output_cap: request.output_cap,
-        })
-        .map_err(|e| self.error("exec", "encoding the request failed", Some(e.into())))?;
+        let timeout = capped_timeout(request);
+        let body = serde_json::to_vec(&ExecBody::new(request, user, workdir))
+            .map_err(|e| self.error("exec", "encoding the request failed", Some(e.into())))?;
         // Two hex-encoded capped streams and the rest of the answer.
         let cap = request
             .output_cap
@@ -440,18 +410,9 @@ impl Runner {
                 cap,
             )
             .await?;
-        let decode = |s: &str| {
-            hex::decode(s).map_err(|e| self.error("exec", "unreadable output", Some(e.into())))
-        };
-        Ok(ExecOutcome {
-            exit_code: answer.exit_code,
-            stdout: decode(&answer.stdout)?,
-            stderr: decode(&answer.stderr)?,
-            timed_out: answer.timed_out,
-            oom_killed: answer.oom_killed,
-            truncated: answer.truncated,
-            duration: Duration::from_millis(answer.duration_ms),
-        })
+        answer
+            .into_outcome(false)
+            .map_err(|e| self.error("exec", "unreadable output", Some(e.into())))
     }
 
     /// Copies `sandbox_path` out to `host_dest` (the checks of the docker backend's copy-out).

@@ -114,3 +114,97 @@ pub async fn banner_at(addr: std::net::IpAddr, wait: std::time::Duration) -> Str
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Exec semantics every exec path keeps (Docker's exec API, the docker backend's exec channel):
+/// each check runs its execs as `user` in `sb` and removes nothing.
+pub mod exec_checks {
+    use std::time::{Duration, Instant};
+
+    use sandbox::{ExecRequest, Sandbox};
+
+    use super::text;
+
+    fn exec(argv: &[&str], user: Option<&str>) -> ExecRequest {
+        let mut r = ExecRequest::new(argv.iter().copied());
+        r.timeout = Duration::from_secs(60);
+        r.user = user.map(str::to_owned);
+        r
+    }
+
+    /// The deadline kills the whole tree within a second, with what it printed kept.
+    pub async fn deadline_kills_the_tree(sb: &dyn Sandbox, user: Option<&str>) {
+        let mut req = exec(
+            &[
+                "sh",
+                "-c",
+                "sleep 301 & sleep 302 & echo started; sleep 303",
+            ],
+            user,
+        );
+        req.timeout = Duration::from_secs(2);
+        let began = Instant::now();
+        let out = sb.exec(req).await.expect("exec");
+        let took = began.elapsed();
+        assert!(out.timed_out, "{out:?}");
+        assert_eq!(out.exit_code, None);
+        assert!(!out.success());
+        assert_eq!(text(&out.stdout), "started\n");
+        assert!(took >= Duration::from_secs(2), "returned early: {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "not killed within 1 s of the deadline: {took:?}"
+        );
+        let ps = sb
+            .exec(exec(&["ps", "-eo", "args"], None))
+            .await
+            .expect("ps");
+        let ps = text(&ps.stdout);
+        assert!(!ps.contains("sleep 30"), "survivors:\n{ps}");
+    }
+
+    /// Output over the cap is cut and flagged; an absurd timeout is no deadline.
+    pub async fn output_caps_truncate(sb: &dyn Sandbox, user: Option<&str>) {
+        let mut req = exec(
+            &[
+                "sh",
+                "-c",
+                "head -c 100000 /dev/zero | tr '\\0' a; echo err >&2; exit 3",
+            ],
+            user,
+        );
+        req.output_cap = 1000;
+        let out = sb.exec(req).await.expect("exec");
+        assert_eq!(out.stdout.len(), 1000);
+        assert_eq!(text(&out.stderr), "err\n");
+        assert!(out.truncated);
+        assert_eq!(out.exit_code, Some(3));
+        let mut req = exec(&["true"], user);
+        req.timeout = Duration::MAX;
+        assert!(sb.exec(req).await.expect("exec").success());
+    }
+
+    /// A command that exhausts the container's memory (its limit well under 300 MiB) is an
+    /// OOM outcome, and the sandbox takes execs after it.
+    pub async fn oom_is_reported(sb: &dyn Sandbox, user: Option<&str>) {
+        let out = sb
+            .exec(exec(
+                &[
+                    "python3",
+                    "-c",
+                    "x = bytearray(600 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096]); print('survived')",
+                ],
+                user,
+            ))
+            .await
+            .expect("exec");
+        assert!(out.oom_killed, "{out:?}");
+        assert!(!out.success());
+        assert_eq!(out.exit_code, None);
+        assert!(!text(&out.stdout).contains("survived"));
+        let ok = sb
+            .exec(exec(&["true"], None))
+            .await
+            .expect("exec after oom");
+        assert!(ok.success() && !ok.oom_killed, "{ok:?}");
+    }
+}
