@@ -200,6 +200,12 @@ impl ExecRequest {
             output_cap: 1024 * 1024,
         }
     }
+
+    /// The deadline, a century at most: a timeout too large to represent means "no deadline"
+    /// in practice.
+    pub(crate) fn capped_timeout(&self) -> Duration {
+        self.timeout.min(Duration::from_secs(100 * 365 * 24 * 3600))
+    }
 }
 
 /// How an exec ended. A non-zero exit, a timeout or an OOM kill is an outcome, not an error.

@@ -725,8 +725,7 @@ def serve_stdio(args):
             channel.write(line)
             channel.flush()
 
-    def answer(req):
-        rid = req.get("id") if isinstance(req, dict) else None
+    def answer(rid, req):
         try:
             send({"id": rid, "outcome": run_exec(req)})
         except Exception as e:  # a bad request or a failure of this process: said, not fatal
@@ -749,14 +748,13 @@ def serve_stdio(args):
         except ValueError as e:
             send({"id": None, "error": "unreadable request: %s" % e})
             continue
+        rid = req.get("id") if isinstance(req, dict) else None
         try:
-            threading.Thread(target=answer, args=(req,), daemon=True).start()
+            threading.Thread(target=answer, args=(rid, req), daemon=True).start()
         except RuntimeError as e:
             # No thread to be had (the pids limit, a fork bomb's doing): this request is
             # refused, the runner lives on for the next.
-            answer_refused = {"id": req.get("id") if isinstance(req, dict) else None}
-            answer_refused["error"] = "cannot start the exec: %s" % e
-            send(answer_refused)
+            send({"id": rid, "error": "cannot start the exec: %s" % e})
 
 
 def main(args):

@@ -24,25 +24,17 @@ pub(crate) struct ExecBody<'a> {
 }
 
 impl<'a> ExecBody<'a> {
-    /// `request` as `user` in `workdir`; a timeout too large to represent means "no deadline"
-    /// in practice (a century).
+    /// `request` as `user` in `workdir` (its deadline capped: [`ExecRequest::capped_timeout`]).
     pub(crate) fn new(request: &'a ExecRequest, user: &'a str, workdir: &'a str) -> Self {
         Self {
             argv: &request.argv,
             env: &request.env,
             user,
             workdir,
-            timeout_ms: u64::try_from(capped_timeout(request).as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: u64::try_from(request.capped_timeout().as_millis()).unwrap_or(u64::MAX),
             output_cap: request.output_cap,
         }
     }
-}
-
-/// The request's deadline, a century at most.
-pub(crate) fn capped_timeout(request: &ExecRequest) -> Duration {
-    request
-        .timeout
-        .min(Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// How an exec ended, as the runner says it (the streams hex-encoded).

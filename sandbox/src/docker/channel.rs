@@ -27,7 +27,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
 use super::{api_error, exec::oom_kills};
-use crate::runner::{ExecAnswer, ExecBody, RUNNER_PY, capped_timeout};
+use crate::runner::{ExecAnswer, ExecBody, RUNNER_PY};
 use crate::{ExecOutcome, ExecRequest, SandboxError};
 
 /// What the shell prints when the runner is not (or no longer) there.
@@ -198,7 +198,7 @@ impl Channel {
         user: &str,
         workdir: &str,
     ) -> Option<Result<ExecOutcome, SandboxError>> {
-        let timeout = capped_timeout(request);
+        let timeout = request.capped_timeout();
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let line = serde_json::to_vec(&Request {
             id,

@@ -6,7 +6,7 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures::StreamExt;
 
-use super::{DockerSandbox, api_error, validate_env_names};
+use super::{DockerSandbox, api_error};
 use crate::{ExecOutcome, ExecRequest, SandboxError};
 
 /// How long output may keep draining after the deadline's kill.
@@ -38,14 +38,12 @@ impl Capped {
     }
 }
 
+/// Runs `request` through Docker's exec API (argv and environment names already checked by
+/// the caller).
 pub(super) async fn run(
     sandbox: &DockerSandbox,
     request: ExecRequest,
 ) -> Result<ExecOutcome, SandboxError> {
-    if request.argv.is_empty() {
-        return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
-    }
-    validate_env_names(request.env.keys())?;
     let docker = &sandbox.docker;
     let oom_before = oom_kills(&sandbox.id);
     let workdir = request
@@ -75,10 +73,7 @@ pub(super) async fn run(
         .await
         .map_err(|e| api_error(&sandbox.endpoint, "create_exec", e))?;
     let started = Instant::now();
-    // A timeout too large to represent means "no deadline" in practice (a century).
-    let timeout = request
-        .timeout
-        .min(Duration::from_secs(100 * 365 * 24 * 3600));
+    let timeout = request.capped_timeout();
     let deadline = tokio::time::Instant::from_std(started + timeout);
     let results = docker
         .start_exec(

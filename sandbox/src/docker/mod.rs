@@ -580,11 +580,11 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        if request.argv.is_empty() {
+            return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
+        }
+        validate_env_names(request.env.keys())?;
         if let Some(channel) = &self.channel {
-            if request.argv.is_empty() {
-                return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
-            }
-            validate_env_names(request.env.keys())?;
             let user = request.user.as_deref().unwrap_or(&self.user);
             let workdir = request.workdir.as_deref().unwrap_or(&self.workdir);
             if let Some(outcome) = channel.exec(&request, user, workdir).await {

@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use crate::docker::archive::{extract_stream, spool_items};
 use crate::docker::{check_sandbox_path, validate_env_names};
-use crate::runner::{ExecAnswer, ExecBody, capped_timeout};
+use crate::runner::{ExecAnswer, ExecBody};
 use crate::{CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, SandboxError};
 
 /// The embedded runner program (a Swarm config, run with `python3 -I`).
@@ -392,7 +392,7 @@ impl Runner {
             return Err(SandboxError::InvalidSpec("exec argv is empty".into()));
         }
         validate_env_names(request.env.keys())?;
-        let timeout = capped_timeout(request);
+        let timeout = request.capped_timeout();
         let body = serde_json::to_vec(&ExecBody::new(request, user, workdir))
             .map_err(|e| self.error("exec", "encoding the request failed", Some(e.into())))?;
         // Two hex-encoded capped streams and the rest of the answer.
