@@ -17,16 +17,25 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def main():
-    ws, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+def setup_agent_process(ws):
+    """Readies this interpreter to run the agent's code: the import path (standard library,
+    installed packages, this harness, then the workspace last) and the forbidden-API guard,
+    in place before any agent code runs. Every Python process of ours that loads agent code
+    calls this first (this launcher, the bridge's worker)."""
     real_ws = os.path.realpath(ws) if ws else None
     sys.path[:] = [p for p in sys.path
                    if p and not (real_ws and os.path.realpath(p).startswith(real_ws))]
-    sys.path.append(HERE)
+    if HERE not in sys.path:
+        sys.path.append(HERE)
     if os.environ.get("RB_FORBIDDEN"):
         import rb_guard  # noqa: F401  (stubs in place before the agent's code runs)
     if ws:
         sys.path.append(ws)
+
+
+def main():
+    ws, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    setup_agent_process(ws)
     if mode == "pytest":
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         import pytest
