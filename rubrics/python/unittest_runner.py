@@ -1,6 +1,6 @@
 """unittest runner with per-test JSON results (research-bench rubrics).
 
-Usage: launch.py WORKSPACE script unittest_runner.py TESTS_PATH RESULT_JSON [CANARY_FILE]
+Usage (in the trusted process of the bridge): bridge_trusted.py unittest TESTS_PATH RESULT_JSON [CANARY_FILE]
 TESTS_PATH is a directory (discovered with pattern test*.py) or a single file. The canary
 module (tests that must fail and one that must pass) runs after the held-out tests.
 Writes {"tests": [{"name", "status": pass|fail|error, "message"}], "load_error": str|null}.

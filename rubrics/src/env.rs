@@ -312,38 +312,11 @@ impl Env<'_, '_> {
         path: &str,
         cap: usize,
     ) -> Result<FileRead, Fault> {
-        self.read_file_as_inner(user, path, cap, false).await
-    }
-
-    /// [`Env::reap`] of `user` and [`Env::read_file_as`] in one exec as `user`: its leftover
-    /// processes are killed first (the reading shell's own `kill -9 -1` spares only itself),
-    /// then the file is read with its rights.
-    pub async fn reap_and_read_as(
-        &self,
-        user: &str,
-        path: &str,
-        cap: usize,
-    ) -> Result<FileRead, Fault> {
-        self.read_file_as_inner(user, path, cap, true).await
-    }
-
-    async fn read_file_as_inner(
-        &self,
-        user: &str,
-        path: &str,
-        cap: usize,
-        reap_first: bool,
-    ) -> Result<FileRead, Fault> {
-        let read = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
-        let script = if reap_first {
-            format!("kill -9 -1 2>/dev/null; {read}")
-        } else {
-            read.to_owned()
-        };
+        let script = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
         let out = self
             .exec_as(
                 user,
-                sv(&["sh", "-c", &script, "sh", path, &(cap + 1).to_string()]),
+                sv(&["sh", "-c", script, "sh", path, &(cap + 1).to_string()]),
                 BTreeMap::new(),
                 Some("/"),
                 Some(Duration::from_secs(120)),

@@ -3,14 +3,14 @@
 //!
 //! Before the run the live workspace is rebuilt from the snapshot and leftover agent processes
 //! are killed; after it, they are killed again, so nothing of the agent's runs while the
-//! trusted side reads the run's report. Python runs go through our launcher (`python3 -I`,
-//! standard library and harness before the workspace, see `python/launch.py`).
+//! trusted side reads the run's report. Held-out Python tests run through the bridge
+//! ([`AgentRun::exec_bridged`]): the tests in a trusted process, the agent's code in a worker.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::checks::canary::{Planted, StaticTests};
-use crate::env::{AGENT_USER, Env, Fault, FileRead, LOG_CAP, Outcome, exit_note, sv, tail, unique};
+use crate::env::{AGENT_USER, Env, Fault, LOG_CAP, Outcome, exit_note, sv, tail, unique};
 use crate::snapshot;
 use crate::status::Status;
 
@@ -49,7 +49,7 @@ for rel in "$@"; do
   if [ ! -e "$src" ]; then echo "held-out file missing: $rel" >&2; exit 97; fi
   mkdir -p "$(dirname "$dst")" && cp -a "$src" "$dst" || exit 91
 done
-chown -R "$owner" "$w" || exit 93
+chown -R "$owner" "$w" && chmod 700 "$w" || exit 93
 if [ -e "$hidden" ]; then chown -R 0:0 "$hidden" && chmod -R go-rwx "$hidden" || exit 94; fi
 if [ -n "$runlog" ]; then : > "$runlog" && chmod 666 "$runlog" || exit 98; fi
 if [ -n "$fw" ]; then
@@ -69,6 +69,9 @@ fi
 pub(crate) struct Listing<'a> {
     /// The lister's framework (`pytest`, `unittest`, `testthat`).
     pub framework: &'a str,
+    /// Whether the tests run through the bridge ([`AgentRun::exec_bridged`]): the run's
+    /// folder is then never the agent uid's.
+    pub bridged: bool,
     /// The held-out tests, relative to the held-out folder (as the run's copy is named).
     pub tests: &'a str,
     pub canary: CanaryAt<'a>,
@@ -87,6 +90,13 @@ pub(crate) enum CanaryAt<'a> {
     /// This file name in the run's folder.
     InRunDir(&'a str),
 }
+
+/// The agent's uid as a number, for the bridge's launcher.
+const AGENT_UID: u32 = 1000;
+
+/// How long before the grading budget ends the bridge stops the agent's code, so that the
+/// trusted side still writes its report.
+const BRIDGE_MARGIN: Duration = Duration::from_secs(3);
 
 /// Appends a run's forbidden-API hits to the main log.
 const APPEND_LOG: &str = r#"if [ -f "$1" ]; then head -c 1048576 "$1" >> "$2"; rm -f "$1"; fi"#;
@@ -114,7 +124,7 @@ impl AgentRun {
         held: &[&str],
         user: &'static str,
     ) -> Result<Self, Outcome> {
-        Self::prepare_inner(env, kind, held, user, None)
+        Self::prepare_inner(env, kind, held, user, user, None)
             .await
             .map(|(run, _)| run)
     }
@@ -126,8 +136,12 @@ impl AgentRun {
         kind: &str,
         listing: Listing<'_>,
     ) -> Result<(Self, StaticTests, Planted), Outcome> {
+        // The folder stays root's: a bridged run's launcher gives it to the trusted uid, and
+        // the agent's uid never reads it.
+        let owner = if listing.bridged { "0:0" } else { AGENT_USER };
         let (run, listed) =
-            Self::prepare_inner(env, kind, &[listing.tests], AGENT_USER, Some(listing)).await?;
+            Self::prepare_inner(env, kind, &[listing.tests], AGENT_USER, owner, Some(listing))
+                .await?;
         let (tests, planted) = listed.ok_or_else(|| {
             Outcome::from_fault(Fault::Broken("the held-out tests were not listed".into()))
         })?;
@@ -159,6 +173,7 @@ impl AgentRun {
         kind: &str,
         held: &[&str],
         user: &'static str,
+        owner: &str,
         listing: Option<Listing<'_>>,
     ) -> Result<(Self, Option<(StaticTests, Planted)>), Outcome> {
         let dir = env.scratch(&format!("runs/{kind}-{}", unique()));
@@ -179,7 +194,7 @@ impl AgentRun {
             &env.ctx.scratch,
             &env.rb_dir,
             &runlog,
-            user,
+            owner,
         ]);
         match &listing {
             None => args.extend(["", "", "", "", "", ""].map(String::from)),
@@ -267,63 +282,53 @@ impl AgentRun {
         held_path(&self.dir, rel)
     }
 
-    /// Runs our launcher (`python3 -I -B launch.py WORKSPACE MODE ARGS…`) as the agent's uid:
-    /// `mode` is `pytest` or `script`.
-    pub async fn exec_python(
+    /// Runs held-out Python tests through the bridge (`python/bridge_pair.py`, as root): the
+    /// tests run in a trusted process of a uid of its own that never loads the agent's code,
+    /// and the agent's modules load in a worker as the agent's uid; only plain data crosses
+    /// (`python/bridge_trusted.py`). `mode` is `pytest` or `unittest`. The launcher stops the
+    /// agent's code a few seconds before the grading budget ends, so the tests still write
+    /// their report: that outcome is `timed_out`. The report lies in the run's folder, which
+    /// only the trusted uid and root can reach: read it as root.
+    pub async fn exec_bridged(
         &self,
         env: &Env<'_, '_>,
         mode: &str,
         args: Vec<String>,
-        limit: Option<Duration>,
     ) -> Result<sandbox::ExecOutcome, Fault> {
+        env.pristine
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let deadline = env
+            .remaining()
+            .saturating_sub(BRIDGE_MARGIN)
+            .max(Duration::from_secs(1));
         let mut argv = vec![
             "python3".to_owned(),
             "-I".into(),
             "-B".into(),
-            format!("{}/launch.py", env.rb_dir),
+            format!("{}/bridge_pair.py", env.rb_dir),
             env.ctx.workspace.clone(),
+            self.dir.clone(),
+            AGENT_UID.to_string(),
+            format!("{:.1}", deadline.as_secs_f64()),
             mode.to_owned(),
         ];
         argv.extend(args);
         let out = env
-            .exec_as(self.user, argv, self.env.clone(), None, limit, LOG_CAP)
+            .exec_as("root", argv, self.env.clone(), Some("/"), None, LOG_CAP)
             .await;
-        env.reap(self.user).await;
         self.collect_log(env).await;
-        out
-    }
-
-    /// [`AgentRun::exec_python`] followed by reading the report the run wrote at `report`
-    /// with the run's rights. Without a per-run forbidden-API log to collect, the kill of the
-    /// run's leftovers and the read are one exec (as the run's uid: `kill -9 -1`, then the
-    /// read); with one, they stay apart (kill, collect the log as root, read).
-    pub async fn exec_python_then_read(
-        &self,
-        env: &Env<'_, '_>,
-        mode: &str,
-        args: Vec<String>,
-        report: &str,
-        cap: usize,
-    ) -> Result<(sandbox::ExecOutcome, FileRead), Fault> {
-        if !self.runlog.is_empty() {
-            let out = self.exec_python(env, mode, args, None).await?;
-            let read = env.read_file_as(self.user, report, cap).await?;
-            return Ok((out, read));
+        let mut out = out?;
+        match out.exit_code {
+            Some(124) => out.timed_out = true,
+            Some(125) => {
+                return Err(Fault::Broken(format!(
+                    "cannot start the bridged test run: {}",
+                    tail(&out.stderr, 500)
+                )));
+            }
+            _ => {}
         }
-        let mut argv = vec![
-            "python3".to_owned(),
-            "-I".into(),
-            "-B".into(),
-            format!("{}/launch.py", env.rb_dir),
-            env.ctx.workspace.clone(),
-            mode.to_owned(),
-        ];
-        argv.extend(args);
-        let out = env
-            .exec_as(self.user, argv, self.env.clone(), None, None, LOG_CAP)
-            .await;
-        let read = env.reap_and_read_as(self.user, report, cap).await;
-        Ok((out?, read?))
+        Ok(out)
     }
 
     /// Runs our own trusted program as root with this run's environment (which the agent-side
@@ -335,6 +340,9 @@ impl AgentRun {
         argv: Vec<String>,
         limit: Option<Duration>,
     ) -> Result<sandbox::ExecOutcome, Fault> {
+        // The program runs agent code (as the agent's uid): the next run rebuilds the workspace.
+        env.pristine
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let out = env
             .exec_as("root", argv, self.env.clone(), None, limit, LOG_CAP)
             .await;

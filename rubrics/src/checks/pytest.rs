@@ -53,6 +53,7 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
     );
     let lite = canary.pytest_source(false);
     let listing = Listing {
+        bridged: true,
         framework: "pytest",
         tests,
         canary: CanaryAt::Beside(&name),
@@ -97,12 +98,13 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
         argv.push(canary_file);
     }
     argv.extend(args.iter().cloned());
-    let (out, report) =
-        tryf!(run.exec_python_then_read(env, "pytest", argv, &xml, REPORT_CAP).await);
+    // The tests run in the trusted process, the agent's modules in its worker (the bridge).
+    let out = tryf!(run.exec_bridged(env, "pytest", argv).await);
+    let report = tryf!(env.read_file(&xml, REPORT_CAP).await);
     junit_verdict(&out, report, &canary, &listed)
 }
 
-/// Judges the JUnit XML a run of agent code wrote (read with the agent's rights).
+/// Judges the JUnit XML the trusted test process wrote.
 fn junit_verdict(
     out: &sandbox::ExecOutcome,
     report: FileRead,
@@ -123,8 +125,9 @@ fn junit_verdict(
             o
         }
         None if out.timed_out => Outcome::new(Status::Timeout, 0.0).detail(exit_note(out)),
-        // pytest itself works (probed): a run that leaves no readable report was broken by
-        // the agent's code (killed, exited at import, report removed).
+        // pytest itself works (probed) and the agent's code runs in another process: a run
+        // that leaves no readable report ran out of the grading budget or broke on the
+        // agent's data; either counts against the agent.
         None => Outcome::new(Status::Error, 0.0).detail(format!(
             "the test run produced no readable report: {}",
             exit_note(out)

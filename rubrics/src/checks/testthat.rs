@@ -80,6 +80,7 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         canary.testthat_source(),
     );
     let listing = Listing {
+        bridged: false,
         framework: "testthat",
         tests,
         canary: CanaryAt::InRunDir(&name),
