@@ -835,6 +835,9 @@ def main():
     PLACES = Places(workspace, extra)
     bridge = Bridge(rfd, wfd, rb_values)
     install_imports(bridge)
+    # As for the agent's own processes, the workspace is on the import path, last: its modules
+    # load in the worker, and never in place of one of ours.
+    sys.path.append(workspace)
     install_processes(bridge)
     install_pickle_guard()
     install_strict_comparisons()

@@ -1,4 +1,5 @@
-//! Test graders run the agent's code as the agent's uid: a module imported by a held-out pytest
+//! Test graders run the agent's code as the agent's uid (in the bridge's worker; the held-out
+//! tests in a trusted process of another uid): a module imported by a held-out pytest
 //! test cannot read the held-out expected data, a sibling held-out file nor another grader's
 //! copied tests, while an honest
 //! agent still passes, and the grader-side CSV comparison (root) still reads the expected data.
@@ -40,7 +41,9 @@ sys.path.insert(0, os.environ.get("WORKSPACE", "/workspace"))
 
 def test_double():
     import mod
-    assert os.getuid() == 1000
+    # The test runs in the trusted process (a uid of its own), the agent's code as uid 1000.
+    assert os.getuid() not in (0, 1000, 2000)
+    assert mod.agent_uid() == 1000
     assert mod.double(21) == 42
 "#;
 
@@ -62,14 +65,19 @@ for _n in sorted(os.listdir(_RUNS)):
 
 def double(v):
     return 2 * v
+
+
+def agent_uid():
+    return os.getuid()
 "#;
 
-const HONEST: &[u8] = b"def double(v):\n    return 2 * v\n";
+const HONEST: &[u8] =
+    b"import os\n\n\ndef double(v):\n    return 2 * v\n\n\ndef agent_uid():\n    return os.getuid()\n";
 
 /// Module that reads a held-out file at import time; any failure propagates into the test.
 fn cheat(path: &str) -> Vec<u8> {
     format!(
-        "with open({path:?}) as f:\n    _STOLEN = f.read()\n\n\ndef double(v):\n    return 2 * v\n"
+        "import os\nwith open({path:?}) as f:\n    _STOLEN = f.read()\n\n\ndef double(v):\n    return 2 * v\n\n\ndef agent_uid():\n    return os.getuid()\n"
     )
     .into_bytes()
 }
