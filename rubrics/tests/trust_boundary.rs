@@ -809,6 +809,16 @@ async fn sabotaging_the_graders_scores_zero_not_an_infrastructure_status() {
             .await;
         g.remove().await;
         show(label, &r);
+        if label == "garbage report at exit" {
+            // Its value is right, and its code runs in the bridge's worker, far from the
+            // report the trusted test process writes: the tests pass, the sabotage is void.
+            for name in ["pytest", "unittest"] {
+                let gr = grader(&r, name);
+                assert_eq!(gr.status, Status::Pass, "{label}/{name}: {:?}", gr.details);
+            }
+            assert_eq!(grader(&r, "verifier").score, Some(0.0), "{label}");
+            continue;
+        }
         for name in ["pytest", "unittest", "verifier"] {
             let gr = grader(&r, name);
             assert!(
