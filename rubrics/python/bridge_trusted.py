@@ -386,17 +386,6 @@ def _typed(fn, types_, what):
     return method
 
 
-def _binop(name, reflected=False):
-    def method(self, other):
-        bridge, hid = _r(self)[:2]
-        try:
-            enc = bridge.enc(other)
-        except TypeError:
-            return NotImplemented
-        return bridge.get("binop", name=name, h=hid, other=enc, reflected=reflected)
-    return method
-
-
 class Remote:
     """An object of the agent's, held in the worker; every use is a request."""
 
@@ -444,9 +433,14 @@ class Remote:
         except Exception:  # noqa: BLE001
             return "<agent %s>" % tname
 
+    # Numbers are values built here, never objects of the agent's: arithmetic, ordering and
+    # truth of an agent object would let its own methods decide a comparison.
+    def __bool__(self):
+        raise TypeError("the truth of an object of the agent's (%s) is not tested: agent code "
+                        "must return plain values (bool, numbers, arrays)" % _r(self)[2])
+
     __str__ = _typed("str", (str,), "text")
     __len__ = _typed("len", (int,), "an int")
-    __bool__ = _typed("bool", (bool,), "a bool")
     __float__ = _typed("float", (float,), "a float")
     __int__ = _typed("int", (int,), "an int")
     __index__ = _typed("index", (int,), "an int")
@@ -454,14 +448,6 @@ class Remote:
     __format__ = _typed("format", (str,), "text")
     __iter__ = _builtin("iter")
     __next__ = _builtin("next")
-    __abs__ = _builtin("abs")
-    __neg__ = _builtin("neg")
-    __pos__ = _builtin("pos")
-    __invert__ = _builtin("invert")
-
-    def __round__(self, *args):
-        return _builtin("round", *args)(self)
-
     def __dir__(self):
         v = _builtin("dir")(self)
         return [n for n in v if isinstance(n, str)] if isinstance(v, list) else []
@@ -496,12 +482,20 @@ class Remote:
         raise TypeError("an object of the agent's cannot be pickled")
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_",
-              "xor", "lshift", "rshift", "lt", "le", "gt", "ge"):
-    _d = _name.rstrip("_")
-    setattr(Remote, "__%s__" % _d, _binop(_name))
-    if _name not in ("lt", "le", "gt", "ge"):
-        setattr(Remote, "__r%s__" % _d, _binop(_name, reflected=True))
+def _not_a_number(name):
+    def method(self, *args):
+        raise TypeError("%s on an object of the agent's (%s): agent code must return plain "
+                        "numbers or arrays for the tests to compute with" % (name, _r(self)[2]))
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+              "xor", "lshift", "rshift", "divmod"):
+    setattr(Remote, "__%s__" % _name, _not_a_number(_name))
+    setattr(Remote, "__r%s__" % _name, _not_a_number(_name))
+for _name in ("lt", "le", "gt", "ge", "abs", "neg", "pos", "invert", "round", "trunc", "floor",
+              "ceil"):
+    setattr(Remote, "__%s__" % _name, _not_a_number(_name))
 
 
 # ---------------------------------------------------------------------------------------------

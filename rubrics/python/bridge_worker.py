@@ -14,10 +14,10 @@ Requests (`{"id", "op", ...}`), each answered `{"re": id, "ok": value}` or
   reload {h}                  importlib.reload
   getattr/setattr/delattr {h, name[, value]}
   call {h, args, kwargs}      also answers `wb`: the arguments the call changed in place
-  builtin {fn, h, args}       repr, str, len, iter, next, bool, float, int, index, complex,
-                              hash, dir, format, abs, neg, pos, invert, round, asarray,
-                              getitem, setitem, delitem, contains, enter, exit
-  binop {name, h, other, reflected}  an operator of the `operator` module
+  builtin {fn, h, args}       repr, str, len, iter, next, float, int, index, complex, dir,
+                              format, asarray, getitem, setitem, delitem, contains, enter, exit
+                              (no arithmetic, ordering or truth: the trusted side computes
+                              only with plain values)
   run {argv, shell, cwd, env, input, timeout, capture, merge}  a command, as this uid
   run_path {path, run_name}   runpy.run_path; answers the module's globals
 While a call runs, the agent's code may call a callable of the trusted side (`{"$cb": id}`):
@@ -158,11 +158,6 @@ class Worker:
         if op == "builtin":
             return self.enc(self.builtin(msg["fn"], self.handles[msg["h"]],
                                          self.dec(msg.get("args", [])))), None
-        if op == "binop":
-            import operator
-            fn = getattr(operator, str(msg["name"]))
-            obj, other = self.handles[msg["h"]], self.dec(msg["other"])
-            return self.enc(fn(other, obj) if msg.get("reflected") else fn(obj, other)), None
         if op == "run":
             return self.run(msg), None
         if op == "run_path":
@@ -204,10 +199,8 @@ class Worker:
 
     def builtin(self, fn, obj, args):
         import operator
-        simple = {"repr": repr, "str": str, "len": len, "iter": iter, "next": next, "bool": bool,
-                  "float": float, "int": int, "index": operator.index, "complex": complex,
-                  "hash": hash, "abs": abs, "neg": operator.neg, "pos": operator.pos,
-                  "invert": operator.invert}
+        simple = {"repr": repr, "str": str, "len": len, "iter": iter, "next": next,
+                  "float": float, "int": int, "index": operator.index, "complex": complex}
         if fn in simple:
             v = simple[fn](obj)
             if fn in ("repr", "str"):
@@ -217,8 +210,6 @@ class Worker:
             return [str(n) for n in dir(obj)][:10000]
         if fn == "format":
             return format(obj, *args)[:MAX_TEXT]
-        if fn == "round":
-            return round(obj, *args)
         if fn == "asarray":
             import numpy as np
             return np.asarray(obj, *args)

@@ -106,6 +106,10 @@ const PLAN: &[(&str, &str, &[&str])] = &[
         "oversized-workspace",
         &["prbench-logistic-growth", "unittest-mean"],
     ),
+    // -- issue "Verdicts decided where agent code never runs": Python test graders ----------
+    ("forge-py", "canary-aware", PY_MODULE),
+    ("forge-py", "vacuous-objects", PY_MODULE),
+    ("forge-py", "vacuous-empty", PY_MODULE),
 ];
 
 /// The agent timeout of every task in the suite (the copies' `agent_timeout_secs`).
@@ -354,7 +358,14 @@ async fn run_class(
 
 #[test]
 fn every_agent_script_is_in_the_plan() {
-    for class in ["hijack", "tamper", "symlink", "forbidden", "escape"] {
+    for class in [
+        "hijack",
+        "tamper",
+        "symlink",
+        "forbidden",
+        "escape",
+        "forge-py",
+    ] {
         for v in scripts(class) {
             assert!(
                 PLAN.iter().any(|(c, p, _)| *c == class && *p == v),
@@ -384,6 +395,13 @@ async fn import_path_hijacks_score_zero() {
 #[tokio::test(flavor = "multi_thread")]
 async fn same_process_tampering_scores_zero() {
     check(&run_class("tamper", vec![], &[]).await);
+}
+
+/// Canary-aware forgery and vacuous values against the Python test graders: the held-out
+/// tests run where the agent's code never does, on plain values.
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_python_verdicts_and_vacuous_values_score_zero() {
+    check(&run_class("forge-py", vec![], &[]).await);
 }
 
 #[tokio::test(flavor = "multi_thread")]
