@@ -66,6 +66,7 @@ class Places:
             if p and os.path.isdir(p):
                 roots.add(p)
         roots.update(extra)
+        self.cache = {}
         self.workspace = _real(workspace)
         self.roots = sorted({_real(r) for r in roots} - {"/"})
         self.roots = [r for r in self.roots if not self._under(r, [self.workspace])]
@@ -76,7 +77,19 @@ class Places:
         return any(path == r or path.startswith(r + os.sep) for r in roots)
 
     def trusted(self, path):
-        p = _real(path)
+        # The trusted roots are folders no agent code can write (root's, the trusted uid's):
+        # a path under one, read as written, needs no look-up; any other path is resolved
+        # (a link, an alias such as /lib for /usr/lib) before it is judged. Every look-up
+        # counts: a non-root process pays ~75 us a path component on fuse-overlayfs.
+        v = self.cache.get(path)
+        if v is None:
+            p = os.path.normpath(os.path.join(os.getcwd(), path)) if not os.path.isabs(path) \
+                else os.path.normpath(path)
+            v = self._judge(p) or self._judge(_real(p))
+            self.cache[path] = v
+        return v
+
+    def _judge(self, p):
         return not self._under(p, [self.workspace]) and self._under(p, self.roots)
 
 
@@ -617,7 +630,10 @@ def install_imports(bridge):
 def vacuous(a, b):
     """Why comparing `a` with `b` would hold vacuously, or None."""
     import math
-    import numpy as np
+    np = sys.modules.get("numpy")
+    if np is None:
+        # No array exists yet (the worker's arrays arrive as numpy's): nothing broadcasts.
+        return None
     try:
         sa, sb = np.shape(a), np.shape(b)
     except Exception:  # noqa: BLE001 (ragged: the comparison itself decides)
