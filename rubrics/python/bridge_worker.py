@@ -249,9 +249,7 @@ class Worker:
             timeout=msg.get("timeout"),
             stdout=subprocess.PIPE if capture else None,
             stderr=(subprocess.STDOUT if msg.get("merge") else subprocess.PIPE) if capture else None)
-        return {"returncode": p.returncode,
-                "stdout": self.enc(p.stdout) if p.stdout is not None else None,
-                "stderr": self.enc(p.stderr) if p.stderr is not None else None}
+        return self.enc({"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
 
 
 class _CallbackError(RuntimeError):

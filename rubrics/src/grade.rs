@@ -25,8 +25,14 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("launch.py", include_str!("../python/launch.py")),
     ("rb_values.py", include_str!("../python/rb_values.py")),
     ("bridge_pair.py", include_str!("../python/bridge_pair.py")),
-    ("bridge_trusted.py", include_str!("../python/bridge_trusted.py")),
-    ("bridge_worker.py", include_str!("../python/bridge_worker.py")),
+    (
+        "bridge_trusted.py",
+        include_str!("../python/bridge_trusted.py"),
+    ),
+    (
+        "bridge_worker.py",
+        include_str!("../python/bridge_worker.py"),
+    ),
     ("rb_guard.py", include_str!("../python/rb_guard.py")),
     ("list_tests.py", include_str!("../python/list_tests.py")),
     (

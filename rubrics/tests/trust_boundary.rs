@@ -545,7 +545,12 @@ async fn in_process_tampering_with_unittest_changes_nothing() {
         show(label, &r);
         assert_eq!(r.graders[0].status, Status::Fail, "{label}");
         assert_eq!(r.score, Some(0.0), "{label}");
-        assert_eq!(r.graders[0].tests.len(), 2, "{label}: {:?}", r.graders[0].tests);
+        assert_eq!(
+            r.graders[0].tests.len(),
+            2,
+            "{label}: {:?}",
+            r.graders[0].tests
+        );
     }
 }
 

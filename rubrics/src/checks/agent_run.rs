@@ -139,9 +139,15 @@ impl AgentRun {
         // The folder stays root's: a bridged run's launcher gives it to the trusted uid, and
         // the agent's uid never reads it.
         let owner = if listing.bridged { "0:0" } else { AGENT_USER };
-        let (run, listed) =
-            Self::prepare_inner(env, kind, &[listing.tests], AGENT_USER, owner, Some(listing))
-                .await?;
+        let (run, listed) = Self::prepare_inner(
+            env,
+            kind,
+            &[listing.tests],
+            AGENT_USER,
+            owner,
+            Some(listing),
+        )
+        .await?;
         let (tests, planted) = listed.ok_or_else(|| {
             Outcome::from_fault(Fault::Broken("the held-out tests were not listed".into()))
         })?;
