@@ -38,6 +38,7 @@ const SCRIPTS: &[(&str, &str)] = &[
         include_str!("../python/unittest_runner.py"),
     ),
     ("testthat_runner.R", crate::checks::testthat::RUNNER),
+    ("c/rb_check.h", include_str!("../c/rb_check.h")),
     (
         "hook/sitecustomize.py",
         include_str!("../python/hook/sitecustomize.py"),
