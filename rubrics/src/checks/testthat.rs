@@ -1,4 +1,6 @@
-//! `testthat`: held-out R testthat files run against the agent's code.
+//! `testthat`: held-out R testthat files run against the agent's code. The tests run in a
+//! referee R process that never sources an agent file; the agent's functions run in a worker
+//! R process (the agent's uid) and only plain data crosses (see `r/rb_bridge.R`).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -6,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, checked_outcome};
-use crate::env::{AGENT_USER, Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
+use crate::env::{AGENT_USER, Env, Outcome, REPORT_CAP, exit_note, tryf};
+use std::time::Duration;
 use crate::report::TestResult;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -40,30 +43,6 @@ impl Run for Testthat {
     }
 }
 
-/// Our R runner: `Rscript --vanilla testthat_runner.R TESTS OUT_TSV [CANARY_FILE]` (the canary
-/// file runs after the held-out tests, in the same R process).
-pub(crate) const RUNNER: &str = r#"args <- commandArgs(TRUE)
-run <- function(path) {
-  if (dir.exists(path)) {
-    testthat::test_dir(path, reporter = "silent", stop_on_failure = FALSE, stop_on_warning = FALSE)
-  } else {
-    testthat::test_file(path, reporter = "silent", stop_on_failure = FALSE)
-  }
-}
-clean <- function(x) gsub("[\t\r\n]+", " ", as.character(x))
-rows <- function(res) {
-  df <- as.data.frame(res)
-  data.frame(name = clean(paste(df$file, df$test, sep = "::")), failed = df$failed,
-             error = as.integer(df$error), skipped = as.integer(df$skipped), passed = df$passed)
-}
-out <- rows(run(args[1]))
-if (length(args) >= 3) {
-  extra <- tryCatch(rows(run(args[3])), error = function(e) NULL)
-  if (!is.null(extra)) out <- rbind(out, extra)
-}
-write.table(out, args[2], sep = "\t", quote = FALSE, row.names = FALSE)
-"#;
-
 async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
     // `--vanilla`: no `.Rprofile`/`.Renviron` of the agent's (nor of the working folder).
     if !tryf!(
@@ -91,37 +70,47 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let canary_file = planted.path;
-    let tsv = format!("{}/testthat.tsv", run.dir);
+    // Root starts the two R processes (`python/r_launch.py`, `r/rb_bridge.R`): the agent's
+    // files are sourced only by the worker (uid 1000); the referee (its own uid, no agent
+    // code) runs the tests and the canaries and writes the report, which the launcher prints
+    // after every process of both uids is gone.
+    let seconds = env.remaining().saturating_sub(Duration::from_secs(5)).as_secs_f64();
     let argv = vec![
-        "Rscript".into(),
-        "--vanilla".into(),
-        format!("{}/testthat_runner.R", env.rb_dir),
+        "python3".into(),
+        "-I".into(),
+        "-B".into(),
+        format!("{}/r_launch.py", env.rb_dir),
+        env.rb_dir.clone(),
+        run.dir.clone(),
         held,
-        tsv.clone(),
-        canary_file,
+        planted.path,
+        env.ctx.workspace.clone(),
+        format!("{seconds:.1}"),
     ];
     let out = tryf!(
-        run.exec_plain(env, argv, run.vars(), Some(&run.dir), None)
+        env.exec_as("root", argv, run.vars(), Some("/"), None, REPORT_CAP + 1)
             .await
     );
-    match tryf!(env.read_file_as(AGENT_USER, &tsv, REPORT_CAP).await) {
-        FileRead::Bytes(b) => match parse_testthat_tsv(&String::from_utf8_lossy(&b)) {
-            Some(tests) => {
-                let mut o = checked_outcome(&canary, &listed, tests, true);
-                if out.timed_out && o.status != Status::TamperingDetected {
-                    o.status = Status::Timeout;
-                }
-                o
-            }
-            None => Outcome::new(Status::Error, 0.0).detail(format!(
-                "the R test run left an unreadable report: {}",
-                exit_note(&out)
-            )),
-        },
-        _ if out.timed_out => Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out)),
-        _ => Outcome::new(Status::Error, 0.0).detail(format!(
+    env.reap(AGENT_USER).await;
+    if out.exit_code == Some(4) || out.timed_out {
+        return Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out));
+    }
+    if out.exit_code == Some(3) {
+        return Outcome::new(Status::Error, 0.0).detail(format!(
             "the R test run produced no report: {}",
+            exit_note(&out)
+        ));
+    }
+    if !out.success() || out.stdout.len() > REPORT_CAP {
+        return Outcome::new(Status::EnvBroken, 0.0).detail(format!(
+            "the R test launcher failed: {}",
+            exit_note(&out)
+        ));
+    }
+    match parse_testthat_tsv(&String::from_utf8_lossy(&out.stdout)) {
+        Some(tests) => checked_outcome(&canary, &listed, tests, true),
+        None => Outcome::new(Status::EnvBroken, 0.0).detail(format!(
+            "the R referee wrote an unreadable report: {}",
             exit_note(&out)
         )),
     }
