@@ -14,7 +14,7 @@
 # back into the process that owns them. Never R's serialize. A value the referee decodes is
 # rebuilt by this code from the tokens, so no code of the agent's ever runs in the referee.
 
-.rb_bridge <- new.env()
+.rb_bridge <- new.env(parent = baseenv())
 local(envir = .rb_bridge, {
   MAX_BYTES <- 64 * 1024 * 1024
   MAX_DEPTH <- 64L
@@ -71,7 +71,7 @@ local(envir = .rb_bridge, {
       stop(sprintf("a value of type %s cannot cross between the R processes (plain data only)", t))
     }
     a <- kept_attrs(attributes(x))
-    n <- length(x)
+    n <- length(unclass(x))
     body <- if (head == "L") {
       unlist(lapply(unclass(x), enc, depth = depth + 1L), use.names = FALSE)
     } else {
@@ -352,9 +352,10 @@ local(envir = .rb_bridge, {
   referee <- function(a) {
     st$worker <- FALSE
     held <- normalizePath(a[7], mustWork = FALSE)
+    # testthat loads while the worker starts; opening the FIFOs waits for it.
+    suppressPackageStartupMessages(library(testthat))
     st$out <- fifo(a[2], open = "wb", blocking = TRUE)
     st$inp <- fifo(a[3], open = "rb", blocking = TRUE)
-    suppressPackageStartupMessages(library(testthat))
     env <- new.env(parent = globalenv())
     protected <- unique(c(ls(baseenv(), all.names = TRUE), getNamespaceExports("testthat")))
     bind <- function(g) {

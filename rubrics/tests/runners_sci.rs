@@ -183,3 +183,111 @@ async fn c_values_are_compared_outside_the_agent_process() {
     let spy = &reports[3].graders[0];
     assert_eq!((spy.status, spy.score), (Status::Fail, Some(0.0)));
 }
+
+/// The testthat referee runs the held-out tests; the agent's functions run in the worker, and
+/// what crosses is rebuilt as plain data.
+#[tokio::test]
+async fn testthat_bridge_carries_plain_data_both_ways() {
+    let agent: &[u8] = br#"ident <- function(x) x
+apply_fn <- function(f, v) f(v)
+make_adder <- function(k) function(z) z + k
+fails <- function() stop(structure(class = c("my_error", "error", "condition"), list(message = "boom", call = NULL)))
+warns <- function() { warning("careful"); 1 }
+says <- function() { message("hello"); 1 }
+prints <- function() cat("printed\n")
+K <- 7
+"#;
+    let test: &[u8] = br#"source(file.path(Sys.getenv("RB_WORKSPACE"), "R", "f.R"))
+test_that("doubles round-trip exactly", {
+  x <- c(1/3, NA, NaN, Inf, -Inf, -0, 1e-310, .Machine$double.xmax)
+  expect_identical(ident(x), x)
+  expect_identical(1 / ident(-0), -Inf)
+  expect_true(is.na(ident(NA_real_)) && !is.nan(ident(NA_real_)))
+})
+test_that("other vectors and attributes round-trip", {
+  v <- list(1:3, c(TRUE, NA, FALSE), c("a", NA, "b\nc\td", ""), complex(real = 1, imaginary = -2),
+            as.raw(c(0, 255)), matrix(1:6, 2, dimnames = list(c("r1", "r2"), NULL)),
+            factor(c("u", "v", "u")), data.frame(a = 1:2, b = c("x", "y")),
+            list(a = NULL, b = list(c = 1)), NULL, integer(0), c(x = 1.5))
+  for (x in v) expect_identical(ident(x), x)
+  expect_equal(ident("\u00e9t\u00e9"), "\u00e9t\u00e9")
+})
+test_that("callbacks run in the referee", {
+  expect_equal(apply_fn(function(z) z * 2, 21), 42)
+})
+test_that("closures come back as handles", {
+  g <- make_adder(2)
+  expect_equal(g(40), 42)
+})
+test_that("errors, warnings, messages and output cross", {
+  expect_error(fails(), "boom", class = "my_error")
+  expect_warning(warns(), "careful")
+  expect_message(says(), "hello")
+  expect_output(prints(), "printed")
+})
+test_that("the agent's global values are read", {
+  expect_equal(K, 7)
+})
+"#;
+    let g = Grading::new("sci", &[("R/f.R", agent)], &[("tests/test-bridge.R", test)]).await;
+    let report = g
+        .grade(
+            "[[graders]]\nname = \"r\"\ndimension = \"code_correctness\"\ncheck = { kind = \"testthat\", hidden_tests = \"tests\" }\n",
+            None,
+            Duration::from_secs(300),
+        )
+        .await;
+    g.remove().await;
+    let r = &report.graders[0];
+    println!("{}", serde_json::to_string_pretty(r).expect("json"));
+    assert_eq!(r.tests.len(), 6);
+    assert_eq!((r.status, r.score), (Status::Pass, Some(1.0)));
+}
+
+/// Agent code that would decide the verdict inside a shared R process gains nothing: base and
+/// testthat names are never bound, classes testthat gives a meaning are dropped from relayed
+/// errors, S3 objects arrive as bare data, and the held-out tests are out of the worker's
+/// reach.
+#[tokio::test]
+async fn testthat_agent_code_cannot_reach_the_referee() {
+    let agent: &[u8] = br#"readable <- function() {
+  p <- c(Sys.glob("/grader/work/runs/*/h/*"), Sys.glob("/grader/work/runs/*/h/*/*"),
+         Sys.glob("/grader/hidden/*"), Sys.glob("/grader/hidden/*/*"))
+  any(vapply(p, function(q) !inherits(try(readLines(q, n = 1), silent = TRUE), "try-error"), NA))
+}
+f <- function(x) if (readable()) 3 * x else x
+c <- function(...) 42
+identical <- function(...) TRUE
+all.equal <- function(...) TRUE
+expect_equal <- function(...) invisible(TRUE)
+g <- function() stop(structure(class = c("expectation_success", "expectation", "error", "condition"), list(message = "ok", call = NULL)))
+h <- function() structure(list(), class = "always")
+all.equal.always <- function(target, current, ...) TRUE
+Ops.always <- function(e1, e2) TRUE
+compare.always <- function(x, y, ...) structure(list(equal = TRUE, message = "Equal"), class = "comparison")
+"#;
+    let test: &[u8] = br#"source(file.path(Sys.getenv("RB_WORKSPACE"), "R", "f.R"))
+test_that("f triples", { expect_equal(f(1), c(3)) })
+test_that("g gives 3", { expect_equal(g(), 3) })
+test_that("f is identical", { expect_true(identical(f(2), 6)) })
+test_that("h is 4.5", { expect_equal(h(), 4.5) })
+"#;
+    let g = Grading::new("sci", &[("R/f.R", agent)], &[("tests/test-f.R", test)]).await;
+    let report = g
+        .grade(
+            "[[graders]]\nname = \"r\"\ndimension = \"code_correctness\"\ncheck = { kind = \"testthat\", hidden_tests = \"tests\" }\n",
+            None,
+            Duration::from_secs(300),
+        )
+        .await;
+    g.remove().await;
+    let r = &report.graders[0];
+    println!("{}", serde_json::to_string_pretty(r).expect("json"));
+    assert_eq!(r.tests.len(), 4);
+    assert!(
+        r.tests.iter().all(|t| t.status != Status::Pass),
+        "{:?}",
+        r.tests
+    );
+    assert_eq!(r.score, Some(0.0));
+}

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use crate::checks::c_values;
 use crate::checks::canary::{CANARY_EXIT, Canary, tampering};
-use crate::env::{Env, LOG_CAP, Outcome, REPORT_CAP, exit_note, join, sv, tail, tryf, unique};
+use crate::env::{
+    AGENT_USER, Env, Outcome, REPORT_CAP, exit_note, join, sv, tail, tryf, unique,
+};
 use crate::report::TestResult;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -135,14 +137,24 @@ echo "@rb run"
 exec ./exp
 "#;
 
-/// The agent's build, one exec as its uid in its run folder: `$1` compiler, `$2` the
-/// published objects, then the agent's sources and the task's flags. Links them with the
-/// driver objects (`driver`) and with the canary's (`canary`). Exit 86: only the canary does
-/// not link; another failure is gcc's.
-const AGENT_BUILD: &str = r#"set -u
+/// The agent's side, one exec as its uid in its run folder: `$1` compiler, `$2` the published
+/// objects, then the agent's sources and the task's flags. Links them with the driver objects
+/// (`driver`) and with the canary's (`canary`); then runs the canary (its stdout relayed on
+/// stderr as `@rbc` lines, then `@rbc-exit CODE`) and finally the test program, whose stdout
+/// is the exec's. Stderr says how far it got: no `@rb built` line, the build failed (the
+/// compiler's messages follow); `@rb canary-unlinked`, only the canary did not link.
+const AGENT_RUN: &str = r#"set -u
 cc="$1"; objs="$2"; shift 2
-"$cc" -O1 -o driver "$@" "$objs"/d/*.o -lm >&2 || exit $?
-"$cc" -O1 -o canary "$@" "$objs/canary.o" -lm -Wl,--unresolved-symbols=ignore-all >&2 || exit 86
+if ! "$cc" -O1 -o driver "$@" "$objs"/d/*.o -lm > cc.err 2>&1; then tail -c 3000 cc.err >&2; exit 1; fi
+if ! "$cc" -O1 -o canary "$@" "$objs/canary.o" -lm -Wl,--unresolved-symbols=ignore-all > cc.err 2>&1; then
+  echo "@rb canary-unlinked" >&2; tail -c 3000 cc.err >&2; exit 1
+fi
+echo "@rb built" >&2
+timeout 60 ./canary > canary.out 2>/dev/null
+rc=$?
+head -c 65536 canary.out | sed 's/^/@rbc /' >&2
+echo "@rbc-exit $rc" >&2
+exec ./driver
 "#;
 
 async fn c_test(
@@ -279,70 +291,61 @@ async fn values(
         Ok(r) => r,
         Err(o) => return o,
     };
-    let mut argv = sv(&["sh", "-c", AGENT_BUILD, "sh", compiler, objs]);
+    let mut argv = sv(&["sh", "-c", AGENT_RUN, "sh", compiler, objs]);
     argv.extend(ws.iter().map(|s| env.ws(s)));
     argv.extend(flags.iter().cloned());
-    // Compiled as the agent's uid: an `#include` of a held-out path fails.
-    let built = tryf!(
-        run.exec_plain(
-            env,
+    // Compiled and run as the agent's uid (an `#include` of a held-out path fails), in one
+    // exec: the verdict below reads nothing the agent's processes could touch afterwards, so
+    // no kill of its leftovers is waited for here (the next run's preparation kills them).
+    let ran = tryf!(
+        env.exec_as(
+            AGENT_USER,
             argv,
             BTreeMap::new(),
             Some(&run.dir),
-            Some(Duration::from_secs(300))
+            None,
+            REPORT_CAP
         )
         .await
     );
+    let stderr = String::from_utf8_lossy(&ran.stderr);
     let mut compile = TestResult::new("compile", Status::CompileOk);
-    if built.exit_code == Some(86) {
+    if stderr.lines().any(|l| l == "@rb canary-unlinked") {
         return tampering(&format!(
             "the agent's sources build with the held-out driver but not with the canary driver: {}",
-            exit_note(&built)
+            exit_note(&ran)
         ));
     }
-    if !built.success() {
-        let status = if built.timed_out {
+    if !stderr.lines().any(|l| l == "@rb built") {
+        let status = if ran.timed_out {
             Status::Timeout
         } else {
             Status::CompileFail
         };
         compile.status = status;
         let mut o =
-            Outcome::new(status, 0.0).detail(format!("compilation failed: {}", exit_note(&built)));
-        o.tests.push(compile.with_message(tail(&built.stderr, 3000)));
+            Outcome::new(status, 0.0).detail(format!("compilation failed: {}", exit_note(&ran)));
+        o.tests.push(compile.with_message(tail(&ran.stderr, 3000)));
         return o;
     }
-    let probe = tryf!(
-        run.exec_plain(
-            env,
-            vec![format!("{}/canary", run.dir)],
-            BTreeMap::new(),
-            Some(&run.dir),
-            Some(Duration::from_secs(60))
-        )
-        .await
-    );
-    let said = c_values::parse_actual(&String::from_utf8_lossy(&probe.stdout), canary.len());
-    if said.as_deref() != Ok(canary) || probe.exit_code != Some(CANARY_EXIT) || probe.truncated {
+    let relayed: String = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("@rbc "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let exits: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("@rbc-exit "))
+        .collect();
+    let said = c_values::parse_actual(&relayed, canary.len());
+    if said.as_deref() != Ok(canary) || exits != [CANARY_EXIT.to_string().as_str()] {
         return tampering(&format!(
-            "a canary driver linked with the agent's sources printed other values than it computes (exit {:?}): the values channel is forged",
-            probe.exit_code
+            "a canary driver linked with the agent's sources printed other values than it computes (exit {exits:?}): the values channel is forged"
         ));
     }
-    let ran = tryf!(
-        run.exec_plain(
-            env,
-            vec![format!("{}/driver", run.dir)],
-            BTreeMap::new(),
-            Some(&run.dir),
-            None
-        )
-        .await
-    );
     if ran.truncated {
         return Outcome::new(Status::Fail, 0.0).detail(format!(
-            "the test program printed more than {} bytes: its values are not read",
-            LOG_CAP
+            "the test program printed more than {REPORT_CAP} bytes: its values are not read"
         ));
     }
     let actual = match c_values::parse_actual(&String::from_utf8_lossy(&ran.stdout), expected.len())

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, checked_outcome};
-use crate::env::{AGENT_USER, Env, Outcome, REPORT_CAP, exit_note, tryf};
+use crate::env::{Env, Outcome, REPORT_CAP, exit_note, tryf};
 use std::time::Duration;
 use crate::report::TestResult;
 use crate::status::Status;
@@ -73,7 +73,7 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
     // Root starts the two R processes (`python/r_launch.py`, `r/rb_bridge.R`): the agent's
     // files are sourced only by the worker (uid 1000); the referee (its own uid, no agent
     // code) runs the tests and the canaries and writes the report, which the launcher prints
-    // after every process of both uids is gone.
+    // after every process of both uids is gone (so no kill of leftovers is needed here).
     let seconds = env.remaining().saturating_sub(Duration::from_secs(5)).as_secs_f64();
     let argv = vec![
         "python3".into(),
@@ -91,7 +91,6 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         env.exec_as("root", argv, run.vars(), Some("/"), None, REPORT_CAP + 1)
             .await
     );
-    env.reap(AGENT_USER).await;
     if out.exit_code == Some(4) || out.timed_out {
         return Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out));
     }
