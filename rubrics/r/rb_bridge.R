@@ -407,11 +407,21 @@ local(envir = .rb_bridge, {
       }
     }
     clean <- function(x) gsub("[\t\r\n]+", " ", as.character(x))
+    # The first failed expectation's message of each test (what users see as the reason).
+    why <- function(res) {
+      vapply(unclass(res), function(t) {
+        bad <- Filter(function(e) inherits(e, c("expectation_failure", "expectation_error",
+                                                "expectation_skip")), t$results)
+        if (length(bad)) substr(clean(conditionMessage(bad[[1]])), 1L, 600L) else ""
+      }, "")
+    }
     rows <- function(res) {
       df <- as.data.frame(res)
+      msg <- tryCatch(why(res), error = function(e) character())
+      if (length(msg) != nrow(df)) msg <- rep("", nrow(df))
       data.frame(name = clean(paste(df$file, df$test, sep = "::")), failed = df$failed,
                  error = as.integer(df$error), skipped = as.integer(df$skipped),
-                 passed = df$passed)
+                 passed = df$passed, message = msg)
     }
     out <- rows(run(a[4]))
     extra <- tryCatch(rows(run(a[6])), error = function(e) NULL)

@@ -128,11 +128,19 @@ for a in "$@"; do
   if grep -q 'rb_check\.h' "$a"; then uses=1; fi
 done
 if [ "$uses" = 0 ]; then echo "@rb legacy"; exit 0; fi
-"$cc" -DRB_EXPECTED -I"$rb/c" -O1 -o exp "$@" -lm -Wl,--unresolved-symbols=ignore-all >&2 || exit 80
-mkdir -p o || exit 90
-(cd o && "$cc" -c -DRB_ACTUAL -I"$rb/c" -O1 "$@" >&2) || exit 82
-printf '%s' "$canary" > canary.c || exit 90
-(cd o && "$cc" -c -DRB_ACTUAL -I"$rb/c" -O1 -o canary.o ../canary.c >&2) || exit 83
+mkdir -p o c || exit 90
+printf '%s' "$canary" > c/canary.c || exit 90
+# The three builds run side by side.
+"$cc" -DRB_EXPECTED -I"$rb/c" -O1 -o exp "$@" -lm -Wl,--unresolved-symbols=ignore-all 2> exp.err &
+e=$!
+(cd o && "$cc" -c -DRB_ACTUAL -I"$rb/c" -O1 "$@") 2> o.err &
+o=$!
+(cd c && "$cc" -c -DRB_ACTUAL -I"$rb/c" -O1 -o canary.o canary.c) 2> c.err
+c=$?
+wait $e || { cat exp.err >&2; exit 80; }
+wait $o || { cat o.err >&2; exit 82; }
+[ "$c" = 0 ] || { cat c.err >&2; exit 83; }
+mv c/canary.o o/canary.o || exit 90
 echo "@rb run"
 exec ./exp
 "#;
@@ -145,10 +153,10 @@ exec ./exp
 /// compiler's messages follow); `@rb canary-unlinked`, only the canary did not link.
 const AGENT_RUN: &str = r#"set -u
 cc="$1"; objs="$2"; shift 2
+"$cc" -O1 -o canary "$@" "$objs/canary.o" -lm -Wl,--unresolved-symbols=ignore-all > canary.err 2>&1 &
+k=$!
 if ! "$cc" -O1 -o driver "$@" "$objs"/d/*.o -lm > cc.err 2>&1; then tail -c 3000 cc.err >&2; exit 1; fi
-if ! "$cc" -O1 -o canary "$@" "$objs/canary.o" -lm -Wl,--unresolved-symbols=ignore-all > cc.err 2>&1; then
-  echo "@rb canary-unlinked" >&2; tail -c 3000 cc.err >&2; exit 1
-fi
+if ! wait $k; then echo "@rb canary-unlinked" >&2; tail -c 3000 canary.err >&2; exit 1; fi
 echo "@rb built" >&2
 timeout 60 ./canary > canary.out 2>/dev/null
 rc=$?

@@ -122,6 +122,8 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
     let col = |n: &str| header.iter().position(|h| *h == n);
     let (name, failed, error, skipped) =
         (col("name")?, col("failed")?, col("error")?, col("skipped")?);
+    // The referee's reason for a failure (absent from older reports).
+    let message = col("message");
     let mut out = Vec::new();
     for l in lines.filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = l.split('\t').collect();
@@ -131,7 +133,11 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
                 .unwrap_or(0.0)
         };
         let t = TestResult::new(f.get(name).copied().unwrap_or("?"), Status::Pass);
-        out.push(if num(error) > 0.0 {
+        let why = message
+            .and_then(|i| f.get(i))
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty());
+        let failed_test = if num(error) > 0.0 {
             TestResult {
                 status: Status::Error,
                 ..t
@@ -151,6 +157,13 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
             .with_message("skipped (or no expectation)")
         } else {
             t
+        };
+        out.push(match why {
+            Some(m) if failed_test.status != Status::Pass => {
+                let head = failed_test.message.clone().unwrap_or_default();
+                failed_test.with_message(format!("{head}: {m}"))
+            }
+            _ => failed_test,
         });
     }
     Some(out)
@@ -170,6 +183,13 @@ mod tests {
         );
         assert_eq!(t[0].name, "test-a.R::ok");
         assert!(parse_testthat_tsv("").is_none());
+        let m = parse_testthat_tsv("name\tfailed\terror\tskipped\tpassed\tmessage\nt.R::a\t1\t0\t0\t0\ttrapz(x) not equal to 4.5.\nt.R::b\t0\t0\t0\t1\t\n")
+            .expect("parses");
+        assert_eq!(
+            m[0].message.as_deref(),
+            Some("1 expectation(s) failed: trapz(x) not equal to 4.5.")
+        );
+        assert_eq!((m[1].status, m[1].message.as_deref()), (Status::Pass, None));
         assert!(parse_testthat_tsv("a\tb\n").is_none());
     }
 
