@@ -47,7 +47,9 @@ const SCRIPTS: &[(&str, &str)] = &[
         "unittest_runner.py",
         include_str!("../python/unittest_runner.py"),
     ),
-    ("testthat_runner.R", crate::checks::testthat::RUNNER),
+    ("r_launch.py", include_str!("../python/r_launch.py")),
+    ("rb_bridge.R", include_str!("../r/rb_bridge.R")),
+    ("c/rb_check.h", include_str!("../c/rb_check.h")),
     (
         "hook/sitecustomize.py",
         include_str!("../python/hook/sitecustomize.py"),

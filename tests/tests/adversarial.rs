@@ -110,6 +110,15 @@ const PLAN: &[(&str, &str, &[&str])] = &[
     ("forge-py", "canary-aware", PY_MODULE),
     ("forge-py", "vacuous-objects", PY_MODULE),
     ("forge-py", "vacuous-empty", PY_MODULE),
+    // ---- issue 26, R and C/C++: canary-aware forgery and vacuous values (`forge-rc/`) ----
+    ("forge-rc", "testthat-global-helpers", &["mmsicode-r-trapz"]),
+    ("forge-rc", "testthat-report-write", &["mmsicode-r-trapz"]),
+    ("forge-rc", "testthat-zero-length", &["mmsicode-r-trapz"]),
+    ("forge-rc", "testthat-always-equal", &["mmsicode-r-trapz"]),
+    ("forge-rc", "c-destructor-named", &["mmsicode-c-interp"]),
+    ("forge-rc", "c-printf-named", &["mmsicode-c-interp"]),
+    ("forge-rc", "c-special-values", &["mmsicode-c-interp"]),
+    // ---- end of issue 26, R and C/C++ ----
 ];
 
 /// The agent timeout of every task in the suite (the copies' `agent_timeout_secs`).
@@ -365,6 +374,7 @@ fn every_agent_script_is_in_the_plan() {
         "forbidden",
         "escape",
         "forge-py",
+        "forge-rc",
     ] {
         for v in scripts(class) {
             assert!(
@@ -402,6 +412,20 @@ async fn same_process_tampering_scores_zero() {
 #[tokio::test(flavor = "multi_thread")]
 async fn forged_python_verdicts_and_vacuous_values_score_zero() {
     check(&run_class("forge-py", vec![], &[]).await);
+}
+
+/// Issue 26 (R and C/C++): forgeries that leave the canaries intact, and vacuous values. Also
+/// runs `oracle` and `nop` on the two tasks (1.0 and 0.0).
+#[tokio::test(flavor = "multi_thread")]
+async fn canary_aware_forgery_and_vacuous_values_in_r_and_c_score_zero() {
+    let baseline = (
+        "forge-rc-baseline".to_owned(),
+        vec!["mmsicode-r-trapz", "mmsicode-c-interp"],
+        vec!["oracle".to_owned(), "nop".to_owned()],
+    );
+    let trials = run_class("forge-rc", vec![baseline], &[]).await;
+    check(&trials);
+    assert_eq!(trials.iter().filter(|t| t["agent"] == "oracle").count(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]

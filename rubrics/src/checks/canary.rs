@@ -17,6 +17,9 @@ use crate::status::Status;
 
 /// Number of must-fail canaries in the Python suites (one per common way to compare).
 const PY_FAILS: usize = 8;
+/// The exit code of the values-mode C canary ([`Canary::c_values_source`]).
+pub(crate) const CANARY_EXIT: i64 = 3;
+
 /// Number of must-fail canaries in the R suite.
 const R_FAILS: usize = 4;
 
@@ -191,6 +194,40 @@ test_that("{n}_f3", {{
             ),
             line,
         )
+    }
+
+    /// A C driver using our `rb_check.h`, for a values-mode build: linked with the agent's
+    /// sources (`-DRB_ACTUAL`), it must print exactly these checks and exit [`CANARY_EXIT`]. An
+    /// agent's printf, destructor or exit hook that rewrites the values channel without telling
+    /// the canary from the test program trips it.
+    pub fn c_values_source(&self) -> (String, Vec<crate::checks::c_values::Actual>) {
+        use crate::checks::c_values::{Actual, Value};
+        let (a, b) = self.c_numbers();
+        let x = a as f64 / 8.0 + 0.375;
+        let arr = [b as f64 * 0.25, -(a as f64), 1.0 / 1024.0];
+        let n = &self.nonce;
+        let src = format!(
+            "#include \"rb_check.h\"\nint main(void) {{\n    static const double v[3] = {{{:?}, {:?}, {:?}}};\n    RB_CHECK_NEAR(\"{n}_f\", {x:?}, 0.0, 0.0, 0.0);\n    RB_CHECK_INT(\"{n}_i\", {b}LL, 0);\n    RB_CHECK_ARRAY_NEAR(\"{n}_a\", v, 3, v, 3, 0.0, 0.0);\n    return {CANARY_EXIT};\n}}\n",
+            arr[0], arr[1], arr[2]
+        );
+        let checks = vec![
+            Actual {
+                index: 0,
+                name: format!("{n}_f"),
+                value: Value::F(x),
+            },
+            Actual {
+                index: 1,
+                name: format!("{n}_i"),
+                value: Value::I(b as i64),
+            },
+            Actual {
+                index: 2,
+                name: format!("{n}_a"),
+                value: Value::Fs(arr.to_vec()),
+            },
+        ];
+        (src, checks)
     }
 
     fn c_numbers(&self) -> (u64, u64) {

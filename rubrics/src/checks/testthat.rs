@@ -1,4 +1,6 @@
-//! `testthat`: held-out R testthat files run against the agent's code.
+//! `testthat`: held-out R testthat files run against the agent's code. The tests run in a
+//! referee R process that never sources an agent file; the agent's functions run in a worker
+//! R process (the agent's uid) and only plain data crosses (see `r/rb_bridge.R`).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -6,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, checked_outcome};
-use crate::env::{AGENT_USER, Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
+use crate::env::{Env, Outcome, REPORT_CAP, exit_note, tryf};
+use std::time::Duration;
 use crate::report::TestResult;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -40,30 +43,6 @@ impl Run for Testthat {
     }
 }
 
-/// Our R runner: `Rscript --vanilla testthat_runner.R TESTS OUT_TSV [CANARY_FILE]` (the canary
-/// file runs after the held-out tests, in the same R process).
-pub(crate) const RUNNER: &str = r#"args <- commandArgs(TRUE)
-run <- function(path) {
-  if (dir.exists(path)) {
-    testthat::test_dir(path, reporter = "silent", stop_on_failure = FALSE, stop_on_warning = FALSE)
-  } else {
-    testthat::test_file(path, reporter = "silent", stop_on_failure = FALSE)
-  }
-}
-clean <- function(x) gsub("[\t\r\n]+", " ", as.character(x))
-rows <- function(res) {
-  df <- as.data.frame(res)
-  data.frame(name = clean(paste(df$file, df$test, sep = "::")), failed = df$failed,
-             error = as.integer(df$error), skipped = as.integer(df$skipped), passed = df$passed)
-}
-out <- rows(run(args[1]))
-if (length(args) >= 3) {
-  extra <- tryCatch(rows(run(args[3])), error = function(e) NULL)
-  if (!is.null(extra)) out <- rbind(out, extra)
-}
-write.table(out, args[2], sep = "\t", quote = FALSE, row.names = FALSE)
-"#;
-
 async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
     // `--vanilla`: no `.Rprofile`/`.Renviron` of the agent's (nor of the working folder).
     if !tryf!(
@@ -92,37 +71,46 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         Err(o) => return o,
     };
     let held = run.held(tests);
-    let canary_file = planted.path;
-    let tsv = format!("{}/testthat.tsv", run.dir);
+    // Root starts the two R processes (`python/r_launch.py`, `r/rb_bridge.R`): the agent's
+    // files are sourced only by the worker (uid 1000); the referee (its own uid, no agent
+    // code) runs the tests and the canaries and writes the report, which the launcher prints
+    // after every process of both uids is gone (so no kill of leftovers is needed here).
+    let seconds = env.remaining().saturating_sub(Duration::from_secs(5)).as_secs_f64();
     let argv = vec![
-        "Rscript".into(),
-        "--vanilla".into(),
-        format!("{}/testthat_runner.R", env.rb_dir),
+        "python3".into(),
+        "-I".into(),
+        "-B".into(),
+        format!("{}/r_launch.py", env.rb_dir),
+        env.rb_dir.clone(),
+        run.dir.clone(),
         held,
-        tsv.clone(),
-        canary_file,
+        planted.path,
+        env.ctx.workspace.clone(),
+        format!("{seconds:.1}"),
     ];
     let out = tryf!(
-        run.exec_plain(env, argv, run.vars(), Some(&run.dir), None)
+        env.exec_as("root", argv, run.vars(), Some("/"), None, REPORT_CAP + 1)
             .await
     );
-    match tryf!(env.read_file_as(AGENT_USER, &tsv, REPORT_CAP).await) {
-        FileRead::Bytes(b) => match parse_testthat_tsv(&String::from_utf8_lossy(&b)) {
-            Some(tests) => {
-                let mut o = checked_outcome(&canary, &listed, tests, true);
-                if out.timed_out && o.status != Status::TamperingDetected {
-                    o.status = Status::Timeout;
-                }
-                o
-            }
-            None => Outcome::new(Status::Error, 0.0).detail(format!(
-                "the R test run left an unreadable report: {}",
-                exit_note(&out)
-            )),
-        },
-        _ if out.timed_out => Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out)),
-        _ => Outcome::new(Status::Error, 0.0).detail(format!(
+    if out.exit_code == Some(4) || out.timed_out {
+        return Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out));
+    }
+    if out.exit_code == Some(3) {
+        return Outcome::new(Status::Error, 0.0).detail(format!(
             "the R test run produced no report: {}",
+            exit_note(&out)
+        ));
+    }
+    if !out.success() || out.stdout.len() > REPORT_CAP {
+        return Outcome::new(Status::EnvBroken, 0.0).detail(format!(
+            "the R test launcher failed: {}",
+            exit_note(&out)
+        ));
+    }
+    match parse_testthat_tsv(&String::from_utf8_lossy(&out.stdout)) {
+        Some(tests) => checked_outcome(&canary, &listed, tests, true),
+        None => Outcome::new(Status::EnvBroken, 0.0).detail(format!(
+            "the R referee wrote an unreadable report: {}",
             exit_note(&out)
         )),
     }
@@ -135,6 +123,8 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
     let col = |n: &str| header.iter().position(|h| *h == n);
     let (name, failed, error, skipped) =
         (col("name")?, col("failed")?, col("error")?, col("skipped")?);
+    // The referee's reason for a failure (absent from older reports).
+    let message = col("message");
     let mut out = Vec::new();
     for l in lines.filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = l.split('\t').collect();
@@ -144,7 +134,11 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
                 .unwrap_or(0.0)
         };
         let t = TestResult::new(f.get(name).copied().unwrap_or("?"), Status::Pass);
-        out.push(if num(error) > 0.0 {
+        let why = message
+            .and_then(|i| f.get(i))
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty());
+        let failed_test = if num(error) > 0.0 {
             TestResult {
                 status: Status::Error,
                 ..t
@@ -164,6 +158,13 @@ pub(crate) fn parse_testthat_tsv(tsv: &str) -> Option<Vec<TestResult>> {
             .with_message("skipped (or no expectation)")
         } else {
             t
+        };
+        out.push(match why {
+            Some(m) if failed_test.status != Status::Pass => {
+                let head = failed_test.message.clone().unwrap_or_default();
+                failed_test.with_message(format!("{head}: {m}"))
+            }
+            _ => failed_test,
         });
     }
     Some(out)
@@ -183,6 +184,13 @@ mod tests {
         );
         assert_eq!(t[0].name, "test-a.R::ok");
         assert!(parse_testthat_tsv("").is_none());
+        let m = parse_testthat_tsv("name\tfailed\terror\tskipped\tpassed\tmessage\nt.R::a\t1\t0\t0\t0\ttrapz(x) not equal to 4.5.\nt.R::b\t0\t0\t0\t1\t\n")
+            .expect("parses");
+        assert_eq!(
+            m[0].message.as_deref(),
+            Some("1 expectation(s) failed: trapz(x) not equal to 4.5.")
+        );
+        assert_eq!((m[1].status, m[1].message.as_deref()), (Status::Pass, None));
         assert!(parse_testthat_tsv("a\tb\n").is_none());
     }
 
