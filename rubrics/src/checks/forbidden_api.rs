@@ -152,6 +152,41 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     o
 }
 
+/// Makes the forbidden modules unavailable to the agent's uid for the rest of the grading
+/// (`python/forbid_setup.py`, as root): their real files become `root:`[`FORBIDDEN_READERS_GID`]
+/// 0750/0640, and `$RB_SHADOW` gets the stand-ins agent processes import instead. Forbidden
+/// callables inside an allowed module are left to the in-process guard.
+pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) -> Result<(), String> {
+    let shadow = env
+        .py_env
+        .get("RB_SHADOW")
+        .cloned()
+        .unwrap_or_else(|| env.scratch("shadow"));
+    let argv = vec![
+        "python3".to_owned(),
+        "-I".into(),
+        "-B".into(),
+        format!("{}/forbid_setup.py", env.rb_dir),
+        serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
+        shadow,
+        FORBIDDEN_READERS_GID.to_string(),
+    ];
+    let out = env
+        .exec(argv, false, Some("/"), Some(Duration::from_secs(60)), 64 * 1024)
+        .await
+        .map_err(|f| format!("{f:?}"))?;
+    if !out.success() {
+        return Err(exit_note(&out));
+    }
+    tracing::debug!(setup = %String::from_utf8_lossy(&out.stdout), "forbidden modules made unavailable");
+    Ok(())
+}
+
+/// The group that keeps reading the forbidden modules' real files besides root: the trusted
+/// side of grading (held-out tests run by a trusted uid in this group). Never the agent's (1000)
+/// or the task-author scripts' (2000) group.
+pub(crate) const FORBIDDEN_READERS_GID: u32 = 0;
+
 /// After the other graders ran with the import hook: a runtime hit turns every forbidden-API
 /// grader into `forbidden_api`.
 pub(crate) async fn apply_runtime_forbidden(

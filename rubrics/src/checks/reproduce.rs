@@ -156,8 +156,14 @@ async fn reproduce(
     let runlog = if run_env.contains_key("RB_FORBIDDEN") {
         let l = format!("{dir}.forbidden.log");
         run_env.insert("RB_FORBIDDEN_LOG".into(), l.clone());
-        // The agent's own command: the guard loads through sitecustomize.
-        run_env.insert("PYTHONPATH".into(), format!("{}/hook", env.rb_dir));
+        // The agent's own command: the forbidden modules' stand-ins first, then the guard,
+        // which loads through sitecustomize.
+        let hook = format!("{}/hook", env.rb_dir);
+        let path = match run_env.get("PYTHONPATH") {
+            Some(shadow) => format!("{shadow}:{hook}"),
+            None => hook,
+        };
+        run_env.insert("PYTHONPATH".into(), path);
         l
     } else {
         String::new()
