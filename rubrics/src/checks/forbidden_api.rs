@@ -20,7 +20,7 @@ use crate::checks::{CheckSpec, Run};
 #[serde(deny_unknown_fields)]
 pub struct ForbiddenApi {
     pub forbidden: Vec<String>,
-    /// Agent files to scan, relative to `/workspace` (default: every `*.py`).
+    /// Agent files named by the task (informational: every file of the agent's is scanned).
     #[serde(default)]
     pub outputs: Vec<String>,
 }
@@ -56,8 +56,10 @@ impl Run for ForbiddenApi {
 }
 
 async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[String]) -> Outcome {
-    // Every Python module of the agent's (the snapshot), not only the listed outputs: a helper
-    // module that re-exports a forbidden API is code the graded files run.
+    // Every file of the agent's (the snapshot), not only the listed outputs nor only `*.py`: a
+    // helper module that re-exports a forbidden API, a text file the code exec's, a notebook or
+    // a shell script running `python3 -c` is code the graded files run (binary files are
+    // skipped by the scanner).
     let _ = outputs;
     let files: Vec<String> = {
         let out = tryf!(
@@ -65,8 +67,6 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
                 vec![
                     "find".into(),
                     env.snap.clone(),
-                    "-name".into(),
-                    "*.py".into(),
                     "-type".into(),
                     "f".into()
                 ],
@@ -84,7 +84,7 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
             .collect()
     };
     if files.is_empty() {
-        return Outcome::new(Status::Pass, 1.0).detail("no Python file to scan");
+        return Outcome::new(Status::Pass, 1.0).detail("no file to scan");
     }
     if !tryf!(env.probe(PROBE).await) {
         return Outcome::new(Status::EnvBroken, 0.0)
@@ -143,7 +143,7 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     };
     for u in v["unparsed"].as_array().into_iter().flatten().take(20) {
         o = o.detail(format!(
-            "not parsed (not scanned statically): {} ({})",
+            "not parsed as a whole (scanned line by line): {} ({})",
             env.ws_path_of(u["file"].as_str().unwrap_or("?")),
             u["error"].as_str().unwrap_or("")
         ));
