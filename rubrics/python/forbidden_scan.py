@@ -1,6 +1,8 @@
 """Static forbidden-API scan (research-bench rubrics).
 
-Usage: python3 forbidden_scan.py FORBIDDEN_JSON FILE...
+Usage: python3 forbidden_scan.py FORBIDDEN_JSON [--inputs TASK_INPUTS SNAPSHOT] FILE...
+(with --inputs, a file left as the task gave it, the same bytes at the same path under
+TASK_INPUTS as under SNAPSHOT, is the task's and not scanned)
 Prints one JSON object: {"hits": [{"file", "line", "name", "forbidden", "how"}],
                          "unparsed": [{"file", "error"}]}
 Every file the agent wrote is read, whatever its name: Python source whole; a notebook's code
@@ -19,6 +21,7 @@ reported under "unparsed" and scanned line by line. Run as root with `python3 -I
 
 import ast
 import json
+import os
 import re
 import sys
 
@@ -252,10 +255,32 @@ def trees_of(path, raw, forbidden):
         return None, "RecursionError: " + str(e)[:400]
 
 
+def task_input(path, inputs, snap):
+    """Whether `path` (under `snap`) is a task input left unchanged: the same bytes at the same
+    place under `inputs`."""
+    rel = os.path.relpath(path, snap)
+    if rel.startswith(".."):
+        return False
+    original = os.path.join(inputs, rel)
+    try:
+        if os.path.getsize(original) != os.path.getsize(path):
+            return False
+        with open(original, "rb") as a, open(path, "rb") as b:
+            return a.read() == b.read()
+    except OSError:
+        return False
+
+
 def main():
     forbidden = json.loads(sys.argv[1])
+    files = sys.argv[2:]
+    inputs = snap = None
+    if files[:1] == ["--inputs"]:
+        inputs, snap, files = files[1], files[2], files[3:]
     out = {"hits": [], "unparsed": []}
-    for path in sys.argv[2:]:
+    for path in files:
+        if inputs and task_input(path, inputs, snap):
+            continue
         try:
             with open(path, "rb") as f:
                 raw = f.read(MAX_BYTES)

@@ -25,6 +25,8 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("launch.py", include_str!("../python/launch.py")),
     ("rb_guard.py", include_str!("../python/rb_guard.py")),
     ("forbid_setup.py", include_str!("../python/forbid_setup.py")),
+    ("author_run.py", include_str!("../python/author_run.py")),
+    ("author_audit.py", include_str!("../python/author_audit.py")),
     ("list_tests.py", include_str!("../python/list_tests.py")),
     (
         "scicode_runner.py",
@@ -216,6 +218,13 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             apply_runtime_forbidden(&env, spec, &mut results).await;
         }
         for r in &results {
+            if let Some(d) = r
+                .details
+                .iter()
+                .find(|d| d.starts_with(crate::checks::author_script::RAN_AGENT_CODE))
+            {
+                flags.push(format!("{d} (grader {:?})", r.name));
+            }
             if r.status == Status::TamperingDetected {
                 flags.push(format!(
                     "tampering detected by grader {:?}: {}",

@@ -685,6 +685,18 @@ async fn task_author_scripts_run_unprivileged_with_only_their_named_files() {
     show("author scripts", &r);
     assert_eq!(grader(&r, "command").status, Status::Pass);
     assert_eq!(grader(&r, "verifier").status, Status::Pass);
+    // Both scripts ran the agent's program: the report says so, per grader.
+    for name in ["command", "verifier"] {
+        assert!(
+            r.flags
+                .iter()
+                .any(|f| f.starts_with("verifier_ran_agent_code")
+                    && f.contains("/workspace/agent.py")
+                    && f.contains(&format!("{name:?}"))),
+            "{name} flagged: {:?}",
+            r.flags
+        );
+    }
     let text = String::from_utf8_lossy(&spies.stdout).into_owned();
     let reports: Vec<serde_json::Value> = text
         .split('}')

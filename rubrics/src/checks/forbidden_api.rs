@@ -98,6 +98,9 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
         format!("{}/forbidden_scan.py", env.rb_dir),
         serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
     ];
+    if let Some(inputs) = &env.ctx.task_inputs {
+        argv.extend(["--inputs".to_owned(), inputs.clone(), env.snap.clone()]);
+    }
     argv.extend(files);
     let out = tryf!(
         env.exec(
