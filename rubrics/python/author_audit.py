@@ -25,7 +25,10 @@ def _rb_install_audit():
 
     def under(p):
         try:
-            p = realpath(join(getcwd(), os.fsdecode(p)))
+            p = os.fsdecode(p)
+            if not p or p.startswith("<"):
+                return None  # code compiled from a string, not a file
+            p = realpath(join(getcwd(), p))
         except (OSError, TypeError, ValueError):
             return None
         for r in roots:
