@@ -919,8 +919,10 @@ async fn forbidden_modules_are_unavailable_to_the_agent_not_wrapped() {
 // replace it, and the report says the verifier ran agent code.
 
 #[tokio::test]
-async fn a_harbor_verifier_keeps_its_pytest_and_reward_file_and_is_flagged_for_running_agent_code() {
-    let forged_pytest = b"import os\nopen('/logs/verifier/reward.txt', 'w').write('1\\n')\nos._exit(0)\n";
+async fn a_harbor_verifier_keeps_its_pytest_and_reward_file_and_is_flagged_for_running_agent_code()
+{
+    let forged_pytest =
+        b"import os\nopen('/logs/verifier/reward.txt', 'w').write('1\\n')\nos._exit(0)\n";
     let solution = b"import json, os\nr = {}\np = '/logs/verifier/reward.txt'\nopen(p, 'w').write('1\\n')\nfor what, f in [('chmod', lambda: os.chmod(p, 0o444)), ('rename', lambda: (open('/logs/verifier/x', 'w').write('1\\n'), os.rename('/logs/verifier/x', p))), ('remove', lambda: os.remove(p))]:\n    try:\n        f()\n        r[what] = 'done'\n    except OSError as e:\n        r[what] = type(e).__name__\nopen('/tmp/attempts.json', 'w').write(json.dumps(r))\n\ndef answer():\n    return 41\n";
     let g = Grading::new(
         "python",
@@ -942,7 +944,12 @@ async fn a_harbor_verifier_keeps_its_pytest_and_reward_file_and_is_flagged_for_r
     g.remove().await;
     show("harbor", &r);
     let v = grader(&r, "verifier");
-    assert_eq!((v.status, v.score), (Status::Fail, Some(0.0)), "{:?}", v.details);
+    assert_eq!(
+        (v.status, v.score),
+        (Status::Fail, Some(0.0)),
+        "{:?}",
+        v.details
+    );
     let attempts: serde_json::Value =
         serde_json::from_slice(&attempts.stdout).expect("the solution ran under pytest");
     assert_eq!(attempts["chmod"], "PermissionError", "{attempts}");
@@ -951,7 +958,8 @@ async fn a_harbor_verifier_keeps_its_pytest_and_reward_file_and_is_flagged_for_r
     assert!(
         r.flags
             .iter()
-            .any(|f| f.starts_with("verifier_ran_agent_code") && f.contains("/workspace/solution.py")),
+            .any(|f| f.starts_with("verifier_ran_agent_code")
+                && f.contains("/workspace/solution.py")),
         "{:?}",
         r.flags
     );

@@ -115,8 +115,16 @@ const PLAN: &[(&str, &str, &[&str])] = &[
     ("unwrap", "real-files", &["arbench-fft"]),
     ("verifier", "m-pytest-module", HARBOR),
     ("verifier", "reward-file", HARBOR),
-    ("fabricate", "copied-data-file", &["prbench-logistic-growth"]),
-    ("fabricate", "dotfile-and-input", &["prbench-logistic-growth"]),
+    (
+        "fabricate",
+        "copied-data-file",
+        &["prbench-logistic-growth"],
+    ),
+    (
+        "fabricate",
+        "dotfile-and-input",
+        &["prbench-logistic-growth"],
+    ),
     // ---- end of issue 26 ----
 ];
 
