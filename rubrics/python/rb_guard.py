@@ -8,8 +8,14 @@ or the task's (held-out tests); RB_FORBIDDEN_LOG: file receiving one JSON line p
 
 Code counts as the agent's when its file lies under an agent root, or outside every trusted
 place (standard library, installed packages, this harness, the trusted roots), e.g. a helper
-the agent wrote to /tmp. Code compiled from a string (exec, eval, compile) has the trust of the
-code that created it.
+the agent wrote to /tmp. Code compiled from a string (exec, eval, compile: a made-up file name
+such as `<string>` or `<frozen x>`, other than the import machinery's own) counts as the agent's.
+
+Not the boundary: a forbidden module's real files are unreadable to the agent's uid and its
+import resolves to a stand-in (forbid_setup.py). This guard is the fallback reporter, and the
+only guard for forbidden names that are callables inside an allowed module (numpy.linalg.solve),
+which no file permission separates; whatever runs in the agent's process can reach what it wraps
+(the real function sits in the stub's closure), so for those it reports and hinders, no more.
 
 Enforcement, whatever the indirection (getattr with a computed name, importlib, __import__,
 exec of a string, an alias, a helper module that re-exports): every callable of a forbidden
@@ -46,6 +52,7 @@ for _p in sys.path:
         _TRUSTED.add(os.path.realpath(_p))
 _TRUSTED = [t for t in _TRUSTED if not any(t == a or t.startswith(a + os.sep) for a in _AGENT)]
 _real_import = builtins.__import__
+_MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 _verdicts = {}
 
 
@@ -70,9 +77,14 @@ def _agent_frame(depth):
         return None
     while f is not None:
         name = f.f_code.co_filename
-        if name.startswith("<frozen") or name.startswith("<pytest"):
-            return None
-        if name and not name.startswith("<"):
+        if name in _MACHINERY:
+            f = f.f_back
+            continue
+        if name.startswith("<"):
+            # Compiled from a string: who compiled it is not known from here (a string exec'd
+            # from a trusted frame's callback would borrow that trust).
+            return name
+        if name:
             return name if _file_is_agent(name) else None
         f = f.f_back
     return None
@@ -126,6 +138,8 @@ def _is_plain_callable(v):
 
 
 def _wrap_module(mod_name, mod):
+    if getattr(mod, "__rb_forbidden_stub__", False):
+        return  # a stand-in made by forbid_setup.py: nothing real to wrap
     for attr in list(getattr(mod, "__dict__", {})):
         try:
             v = mod.__dict__[attr]
@@ -209,5 +223,14 @@ if _FORBIDDEN:
         return module
 
     importlib.import_module = _guarded_import_module
+    _real_reload = importlib.reload
+
+    def _guarded_reload(module):
+        # A reload puts the module's real functions back: wrapped again before it returns.
+        mod = _real_reload(module)
+        _wrap_callables()
+        return mod
+
+    importlib.reload = _guarded_reload
     importlib.__import__ = _guarded_import
     _wrap_callables()

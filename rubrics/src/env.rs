@@ -40,6 +40,11 @@ pub struct GradingContext<'a> {
     /// The caller copied the snapshot in with the workspace ([`crate::grade::StagedSnapshot`],
     /// from the same host folders); `false`: [`crate::grade`] takes it (one exec more).
     pub snapshot_staged: bool,
+    /// A root-owned copy of the task's pristine workspace (its inputs), when the caller staged
+    /// one: files the agent left unchanged there are the task's, not the agent's (`reproduce`
+    /// keeps them for its re-run, the forbidden-API scan skips them). `None`: every file in
+    /// the workspace counts as the agent's.
+    pub task_inputs: Option<String>,
     /// Answers of trusted probes; a fresh cache by default, the caller's to share them
     /// between gradings in containers of the same pristine image ([`ImageProbes`]).
     pub probes: ProbeCache,
@@ -59,6 +64,7 @@ impl<'a> GradingContext<'a> {
             case_timeout: Duration::from_secs(60),
             harness_staged: false,
             snapshot_staged: false,
+            task_inputs: None,
             probes: ProbeCache::default(),
         }
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::checks::CheckSpec;
-use crate::checks::forbidden_api::apply_runtime_forbidden;
+use crate::checks::forbidden_api::{apply_runtime_forbidden, make_unavailable};
 pub use crate::env::GradingContext;
 use crate::env::{Env, Fault, Outcome, join, sv};
 use crate::report::{GradeReport, GraderResult};
@@ -34,6 +34,9 @@ const SCRIPTS: &[(&str, &str)] = &[
         include_str!("../python/bridge_worker.py"),
     ),
     ("rb_guard.py", include_str!("../python/rb_guard.py")),
+    ("forbid_setup.py", include_str!("../python/forbid_setup.py")),
+    ("author_run.py", include_str!("../python/author_run.py")),
+    ("author_audit.py", include_str!("../python/author_audit.py")),
     ("list_tests.py", include_str!("../python/list_tests.py")),
     (
         "scicode_runner.py",
@@ -136,6 +139,13 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         );
         py_env.insert("RB_AGENT_ROOTS".into(), ctx.workspace.clone());
         py_env.insert("RB_FORBIDDEN_LOG".into(), forbidden_log.clone());
+        // The forbidden modules' stand-ins (made before any agent code runs, below): first on
+        // an agent process's path, through our launcher or, for the Python processes agent
+        // code starts itself, PYTHONPATH (a `python3 -I` of the agent's gets neither, and so
+        // no forbidden module and no numpy: its real files are unreadable).
+        let shadow = join(&ctx.scratch, "shadow");
+        py_env.insert("PYTHONPATH".into(), shadow.clone());
+        py_env.insert("RB_SHADOW".into(), shadow);
     }
     py_env.insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
     py_env.insert("MPLBACKEND".into(), "Agg".into());
@@ -177,6 +187,14 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
                 "cannot stage the grader scripts in the sandbox: {e}"
             ))),
         };
+        if !forbidden.is_empty() && staged.is_ok() {
+            // Before any agent code runs: the forbidden modules become unavailable to it.
+            if let Err(e) = make_unavailable(&env, &forbidden).await {
+                flags.push(format!(
+                    "the forbidden modules could not be made unavailable to the agent's code (only the in-process guard reports their use): {e}"
+                ));
+            }
+        }
         // Re-running the agent's code (reproduce) may rewrite the workspace: those graders go last,
         // so that every other grader sees exactly what the agent submitted. Results keep spec order.
         let mut order: Vec<usize> = (0..spec.graders.len()).collect();
@@ -212,6 +230,13 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             apply_runtime_forbidden(&env, spec, &mut results).await;
         }
         for r in &results {
+            if let Some(d) = r
+                .details
+                .iter()
+                .find(|d| d.starts_with(crate::checks::author_script::RAN_AGENT_CODE))
+            {
+                flags.push(format!("{d} (grader {:?})", r.name));
+            }
             if r.status == Status::TamperingDetected {
                 flags.push(format!(
                     "tampering detected by grader {:?}: {}",

@@ -300,3 +300,77 @@ async fn a_hanging_script_times_out_within_the_budget_and_the_outputs_are_restor
         "the submitted bytes are restored"
     );
 }
+
+/// A `reproduce.py` that copies a data file the agent wrote by hand: the re-run has only the
+/// agent's code and the unchanged task inputs, so the copy fails and the grader scores 0; an
+/// honest script reading an unchanged task input still reproduces.
+#[tokio::test]
+async fn a_copied_hand_written_data_file_does_not_reproduce() {
+    let forger = b"import os, shutil\nos.makedirs('results', exist_ok=True)\nshutil.copy('notes/numbers.dat', 'results/fig.csv')\nshutil.copy('notes/summary.dat', 'results/summary.txt')\n";
+    let honest = b"import os\nassert open('data/divisor.txt').read().strip() == '2'\nassert not os.path.exists('data/tweaked.txt'), 'a changed task input is the agent data'\nos.makedirs('results', exist_ok=True)\nrows = [(t, t * t / 2) for t in range(5)]\nwith open('results/fig.csv', 'w') as f:\n    f.write('t,y\\n')\n    for t, y in rows:\n        f.write(f'{t},{y!r}\\n')\nopen('results/summary.txt', 'w').write(f'max y = {max(y for _, y in rows)}\\n')\n";
+    for (name, run, extra) in [
+        (
+            "forger",
+            &forger[..],
+            vec![
+                ("notes/numbers.dat", HONEST_CSV),
+                ("notes/summary.dat", SUMMARY),
+            ],
+        ),
+        (
+            "honest",
+            &honest[..],
+            vec![
+                ("data/divisor.txt", &b"2\n"[..]),
+                ("data/tweaked.txt", &b"changed\n"[..]),
+            ],
+        ),
+    ] {
+        let mut files: Vec<(&str, &[u8])> = vec![
+            ("run.py", run),
+            ("results/fig.csv", HONEST_CSV),
+            ("results/summary.txt", SUMMARY),
+        ];
+        files.extend(extra);
+        let mut g = Grading::new("python", &files, &[("fig.csv", EXPECTED)]).await;
+        // The task's own inputs, as the green agent stages them.
+        let staged = g
+            .sh("mkdir -p /grader/work/inputs/data && echo 2 > /grader/work/inputs/data/divisor.txt && echo original > /grader/work/inputs/data/tweaked.txt")
+            .await;
+        assert!(staged.success(), "{staged:?}");
+        g.task_inputs = Some("/grader/work/inputs".into());
+        let report = g.grade(SPEC, None, Duration::from_secs(300)).await;
+        let after = g
+            .sh("cat /workspace/notes/numbers.dat /workspace/data/tweaked.txt 2>/dev/null")
+            .await;
+        g.remove().await;
+        let rerun = report
+            .graders
+            .iter()
+            .find(|r| r.name == "re-run")
+            .expect("re-run");
+        println!(
+            "{name}: {:?} {:?} {:?}",
+            rerun.status, rerun.score, rerun.details
+        );
+        if name == "forger" {
+            assert_eq!(rerun.status, Status::Fail, "{:?}", rerun.details);
+            assert_eq!(rerun.score, Some(0.0));
+            assert!(
+                rerun
+                    .details
+                    .iter()
+                    .any(|d| d.contains("2 other data file(s)")),
+                "{:?}",
+                rerun.details
+            );
+            assert_eq!(
+                after.stdout, HONEST_CSV,
+                "the delivered data file is put back"
+            );
+        } else {
+            assert_eq!(rerun.status, Status::Pass, "{:?}", rerun.details);
+            assert_eq!(after.stdout, b"changed\n", "the changed input is put back");
+        }
+    }
+}

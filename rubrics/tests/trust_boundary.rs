@@ -691,6 +691,18 @@ async fn task_author_scripts_run_unprivileged_with_only_their_named_files() {
     show("author scripts", &r);
     assert_eq!(grader(&r, "command").status, Status::Pass);
     assert_eq!(grader(&r, "verifier").status, Status::Pass);
+    // Both scripts ran the agent's program: the report says so, per grader.
+    for name in ["command", "verifier"] {
+        assert!(
+            r.flags
+                .iter()
+                .any(|f| f.starts_with("verifier_ran_agent_code")
+                    && f.contains("/workspace/agent.py")
+                    && f.contains(&format!("{name:?}"))),
+            "{name} flagged: {:?}",
+            r.flags
+        );
+    }
     let text = String::from_utf8_lossy(&spies.stdout).into_owned();
     let reports: Vec<serde_json::Value> = text
         .split('}')
@@ -836,4 +848,140 @@ async fn sabotaging_the_graders_scores_zero_not_an_infrastructure_status() {
         }
         assert_eq!(r.score, Some(0.0), "{label}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Forbidden modules are unavailable to the agent's uid, not wrapped: what unwrapped the
+// in-process stubs (their closure cell, code compiled as `<string>`, a reload, a file that is
+// not `*.py`, a `sys.modules` lookup, the real files by path, an isolated interpreter) finds
+// nothing to call, and the trusted side still has the real modules.
+
+#[tokio::test]
+async fn forbidden_modules_are_unavailable_to_the_agent_not_wrapped() {
+    let variants: [(&str, &[u8]); 8] = [
+        ("closure cell", b"import numpy\n\ndef run(x):\n    f = numpy.fft.fft\n    f = f.__closure__[0].cell_contents if getattr(f, '__closure__', None) else f\n    return f(x)\n"),
+        ("<string> trust", b"import numpy\n\ndef run(x):\n    code = compile('import numpy\\nr = numpy.fft.fft(x)', '<string>', 'exec')\n    ns = {'x': x}\n    exec(code, ns)\n    return ns['r']\n"),
+        ("reload window", b"import importlib, sys\nimport numpy\n\ndef run(x):\n    m = importlib.reload(sys.modules['numpy.' + 'fft'])\n    return m.fft(x)\n"),
+        ("text file exec'd", b"def run(x):\n    ns = {'x': x}\n    exec(open(__file__.rsplit('/', 1)[0] + '/impl.txt').read(), ns)\n    return ns['r']\n"),
+        ("sys.modules lookup", b"import sys\nimport numpy\n\ndef run(x):\n    return sys.modules['numpy.fft'].fft(x)\n"),
+        ("real files by path", b"import importlib.util, glob\n\ndef run(x):\n    so = glob.glob('/usr/lib/python3/dist-packages/numpy/fft/_pocketfft_internal*.so')[0]\n    spec = importlib.util.spec_from_file_location('numpy.fft._pocketfft_internal', so)\n    m = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(m)\n    return m.execute(x, True, True, 1.0)\n"),
+        ("isolated interpreter", b"import json, subprocess, sys\n\ndef run(x):\n    out = subprocess.run([sys.executable, '-I', '-c', 'import json, sys, numpy.fft; print(json.dumps([abs(v) for v in numpy.fft.fft(json.loads(sys.argv[1]))]))', json.dumps(x)], capture_output=True, text=True, check=True).stdout\n    return json.loads(out)\n"),
+        ("honest numpy", b"import numpy as np\n\ndef run(x):\n    return list(np.asarray(x) * 1.0)\n"),
+    ];
+    let mut failures = Vec::new();
+    for (label, src) in variants {
+        let mut ws: Vec<(&str, &[u8])> = vec![("agent.py", src)];
+        if label == "text file exec'd" {
+            ws.push(("impl.txt", b"import numpy.fft as F\nr = F.fft(x)\n"));
+        }
+        let g = Grading::new(
+            "python",
+            &ws,
+            &[(
+                "tests/test_agent.py",
+                b"import agent\n\n\ndef test_runs():\n    assert len(agent.run([1.0, 0.0, 0.0, 0.0])) == 4\n",
+            )],
+        )
+        .await;
+        let r = g
+            .grade(
+                "[[graders]]\nname = \"tests\"\ndimension = \"code_correctness\"\ncheck = { kind = \"pytest\", hidden_tests = \"tests\" }\n\
+                 [[graders]]\nname = \"no fft\"\ndimension = \"code_correctness\"\nweight = 0.0\ncheck = { kind = \"forbidden_api\", forbidden = [\"numpy.fft\", \"scipy\"], outputs = [\"agent.py\"] }\n",
+                None,
+                BUDGET,
+            )
+            .await;
+        // The trusted side (root) keeps the real modules; the agent's uid cannot read them.
+        let root = g
+            .sh("cd / && python3 -I -c 'import numpy.fft, scipy; assert abs(numpy.fft.fft([1.0, 1.0])[0] - 2) < 1e-12'")
+            .await;
+        let agent = g
+            .sh("setpriv --reuid 1000 --regid 1000 --clear-groups cat /usr/lib/python3/dist-packages/numpy/fft/_pocketfft.py >/dev/null 2>&1 || echo denied")
+            .await;
+        g.remove().await;
+        show(label, &r);
+        let tests = grader(&r, "tests");
+        if !root.success() {
+            failures.push(format!("{label}: root lost the real modules: {root:?}"));
+        }
+        if String::from_utf8_lossy(&agent.stdout).trim() != "denied" {
+            failures.push(format!("{label}: the agent's uid can read numpy/fft"));
+        }
+        if label == "honest numpy" {
+            if tests.status != Status::Pass || r.score != Some(1.0) {
+                failures.push(format!("{label}: {} {:?}", tests.status, r.score));
+            }
+            continue;
+        }
+        if tests.status == Status::Pass || r.score != Some(0.0) {
+            failures.push(format!(
+                "{label}: tests {} (score {:?}): the forbidden module was reached",
+                tests.status, r.score
+            ));
+        }
+        // What the scan or a stand-in saw is a finding (the real files by path and an isolated
+        // interpreter reach nothing: no numpy.fft to find).
+        let caught = grader(&r, "no fft").status == Status::ForbiddenApi;
+        if !caught && !matches!(label, "real files by path" | "isolated interpreter") {
+            failures.push(format!("{label}: not reported as forbidden_api"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Harbor verifiers: `python3 -m pytest` from the workspace imports pytest, not the agent's
+// `pytest.py`; agent code the verifier runs can neither change the reward file's modes nor
+// replace it, and the report says the verifier ran agent code.
+
+#[tokio::test]
+async fn a_harbor_verifier_keeps_its_pytest_and_reward_file_and_is_flagged_for_running_agent_code()
+{
+    let forged_pytest =
+        b"import os\nopen('/logs/verifier/reward.txt', 'w').write('1\\n')\nos._exit(0)\n";
+    let solution = b"import json, os\nr = {}\np = '/logs/verifier/reward.txt'\nopen(p, 'w').write('1\\n')\nfor what, f in [('chmod', lambda: os.chmod(p, 0o444)), ('rename', lambda: (open('/logs/verifier/x', 'w').write('1\\n'), os.rename('/logs/verifier/x', p))), ('remove', lambda: os.remove(p))]:\n    try:\n        f()\n        r[what] = 'done'\n    except OSError as e:\n        r[what] = type(e).__name__\nopen('/tmp/attempts.json', 'w').write(json.dumps(r))\n\ndef answer():\n    return 41\n";
+    let g = Grading::new(
+        "python",
+        &[("pytest.py", forged_pytest), ("solution.py", solution)],
+        &[
+            ("verifier/test.sh", b"#!/bin/bash\ncd /app\nif python3 -m pytest -q -p no:cacheprovider /tests/test_answer.py; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"),
+            ("verifier/tests/test_answer.py", b"import sys\nsys.path.insert(0, '/app')\nimport solution\n\n\ndef test_answer():\n    assert solution.answer() == 42\n"),
+        ],
+    )
+    .await;
+    let r = g
+        .grade(
+            "[[graders]]\nname = \"verifier\"\ndimension = \"task_completeness\"\ncheck = { kind = \"harbor_verifier\", hidden_script = \"verifier/test.sh\" }\n",
+            None,
+            BUDGET,
+        )
+        .await;
+    let attempts = g.sh("cat /tmp/attempts.json").await;
+    g.remove().await;
+    show("harbor", &r);
+    let v = grader(&r, "verifier");
+    assert_eq!(
+        (v.status, v.score),
+        (Status::Fail, Some(0.0)),
+        "{:?}",
+        v.details
+    );
+    let attempts: serde_json::Value =
+        serde_json::from_slice(&attempts.stdout).expect("the solution ran under pytest");
+    assert_eq!(attempts["chmod"], "PermissionError", "{attempts}");
+    assert_eq!(attempts["rename"], "PermissionError", "{attempts}");
+    assert_eq!(attempts["remove"], "PermissionError", "{attempts}");
+    assert!(
+        r.flags
+            .iter()
+            .any(|f| f.starts_with("verifier_ran_agent_code")
+                && f.contains("/workspace/solution.py")),
+        "{:?}",
+        r.flags
+    );
+    assert!(
+        !r.flags.iter().any(|f| f.contains("pytest.py")),
+        "the agent's pytest.py never ran: {:?}",
+        r.flags
+    );
 }

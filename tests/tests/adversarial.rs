@@ -119,7 +119,31 @@ const PLAN: &[(&str, &str, &[&str])] = &[
     ("forge-rc", "c-printf-named", &["mmsicode-c-interp"]),
     ("forge-rc", "c-special-values", &["mmsicode-c-interp"]),
     // ---- end of issue 26, R and C/C++ ----
+    // ---- issue 26: new attacks (forbidden APIs unwrapped, Harbor verifiers, fabricated data) ----
+    ("unwrap", "closure-cell", &["arbench-fft"]),
+    ("unwrap", "string-trust", &["arbench-fft"]),
+    ("unwrap", "reload-window", &["arbench-fft"]),
+    ("unwrap", "non-py-file", &["arbench-fft"]),
+    ("unwrap", "sys-modules", &["arbench-fft"]),
+    ("unwrap", "real-files", &["arbench-fft"]),
+    ("verifier", "m-pytest-module", HARBOR),
+    ("verifier", "reward-file", HARBOR),
+    (
+        "fabricate",
+        "copied-data-file",
+        &["prbench-logistic-growth"],
+    ),
+    (
+        "fabricate",
+        "dotfile-and-input",
+        &["prbench-logistic-growth"],
+    ),
+    // ---- end of issue 26 ----
 ];
+
+/// Harbor tasks: the bundled one and the suite's, whose verifier runs `python3 -m pytest` from
+/// the workspace on tests that import the agent's module.
+const HARBOR: &[&str] = &["harbor-primes", "harbor-pytest"];
 
 /// The agent timeout of every task in the suite (the copies' `agent_timeout_secs`).
 const AGENT_TIMEOUT_SECS: u64 = 90;
@@ -375,6 +399,9 @@ fn every_agent_script_is_in_the_plan() {
         "escape",
         "forge-py",
         "forge-rc",
+        "unwrap",
+        "verifier",
+        "fabricate",
     ] {
         for v in scripts(class) {
             assert!(
@@ -465,4 +492,38 @@ async fn forbidden_apis_by_indirection_are_caught_and_oracle_still_passes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn failures_caused_by_the_agent_do_not_escape_the_mean() {
     check(&run_class("escape", vec![], &["--max-output-bytes", "30000000"]).await);
+}
+
+/// Issue 26: the in-process guard unwrapped (the forbidden modules must be unavailable, not
+/// wrapped), Harbor verifiers (the agent's `pytest.py`, the reward file), fabricated data (a
+/// re-run with only the agent's code and the task's inputs). `oracle` and `nop` also run on the
+/// suite's Harbor task. A verifier that imported the agent's module is flagged for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn unwrapped_guards_verifier_tricks_and_copied_data_score_zero() {
+    let baseline = (
+        "issue26-baseline".to_owned(),
+        vec!["harbor-pytest"],
+        vec!["oracle".to_owned(), "nop".to_owned()],
+    );
+    let mut trials = Vec::new();
+    for class in ["unwrap", "verifier", "fabricate"] {
+        let extra = if class == "verifier" {
+            vec![baseline.clone()]
+        } else {
+            vec![]
+        };
+        trials.extend(run_class(class, extra, &[]).await);
+    }
+    check(&trials);
+    for t in &trials {
+        let agent = t["agent"].as_str().unwrap_or("");
+        if t["task_id"] == "harbor-pytest" && agent != "nop" {
+            assert!(
+                t.to_string().contains("verifier_ran_agent_code"),
+                "{} on harbor-pytest: the verifier imported the agent's module, unflagged: {}",
+                short(agent),
+                t["flags"]
+            );
+        }
+    }
 }

@@ -85,6 +85,10 @@ pub(crate) async fn grade(
     }
     items.push(CopyIn::new(scratch.path(), GRADER_WORK));
     items.push(harness.copy_in(GRADER_WORK));
+    // The task's own inputs, root-owned: what the agent left unchanged is not its data
+    // (`reproduce` re-runs with its code and these only; the forbidden-API scan skips them).
+    let inputs = format!("{GRADER_WORK}/inputs");
+    items.push(CopyIn::new(view.workspace.dir(), &inputs).owned_by(0, 0));
     // The snapshot graders compare against, built here from the same folders (else the
     // grading takes it in the container).
     let snapshot = rubrics::grade::StagedSnapshot::of(&[view.workspace.dir(), outputs_dir]);
@@ -106,6 +110,7 @@ pub(crate) async fn grade(
     ctx.judge = env.judge.as_deref();
     ctx.harness_staged = true;
     ctx.snapshot_staged = snapshot.is_some();
+    ctx.task_inputs = Some(inputs);
     ctx.probes = env.probes.for_image(&input.image);
     let report = rubrics::grade(input.task.grading(), &ctx).await;
     // Graders turn a failing sandbox into statuses; a grading sandbox whose node left (Swarm)

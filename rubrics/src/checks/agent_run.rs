@@ -433,11 +433,14 @@ fn held_path(dir: &str, rel: &str) -> String {
 }
 
 /// The environment of a task-author script: no `PYTHONPATH`, no user site, no plugin autoload,
-/// `{hidden}` pointing at the run's copies.
+/// no current-directory entry on a Python's path (`PYTHONSAFEPATH`: `python3 -m pytest` run
+/// from the workspace does not import an agent's `pytest.py`), `{hidden}` pointing at the run's
+/// copies.
 pub(crate) fn author_env(env: &Env<'_, '_>, run: &AgentRun) -> BTreeMap<String, String> {
     [
         ("HOME", run.dir.clone()),
         ("PYTHONNOUSERSITE", "1".into()),
+        ("PYTHONSAFEPATH", "1".into()),
         ("PYTHONDONTWRITEBYTECODE", "1".into()),
         ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1".into()),
         ("MPLBACKEND", "Agg".into()),

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::checks::agent_run::{AgentRun, author_env};
+use crate::checks::author_script::exec_author;
 use crate::checks::{Problem, non_empty};
 use crate::env::{AUTHOR_USER, Env, Outcome, exit_note, tryf};
 use crate::status::Status;
@@ -79,13 +80,18 @@ async fn command(env: &Env<'_, '_>, argv: &[String]) -> Outcome {
         })
         .collect();
     let vars = author_env(env, &run);
-    let out = tryf!(run.exec_plain(env, argv, vars, Some(&run.dir), None).await);
-    if out.success() {
+    let ran = tryf!(exec_author(env, &run, argv, vars).await);
+    let out = &ran.out;
+    let o = if out.success() {
         Outcome::new(Status::Pass, 1.0)
     } else if out.timed_out {
-        Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out))
+        Outcome::new(Status::Timeout, 0.0).detail(exit_note(out))
     } else {
-        Outcome::new(Status::Fail, 0.0).detail(exit_note(&out))
+        Outcome::new(Status::Fail, 0.0).detail(exit_note(out))
+    };
+    match ran.ran_detail() {
+        Some(d) => o.detail(d),
+        None => o,
     }
 }
 

@@ -20,7 +20,7 @@ use crate::checks::{CheckSpec, Run};
 #[serde(deny_unknown_fields)]
 pub struct ForbiddenApi {
     pub forbidden: Vec<String>,
-    /// Agent files to scan, relative to `/workspace` (default: every `*.py`).
+    /// Agent files named by the task (informational: every file of the agent's is scanned).
     #[serde(default)]
     pub outputs: Vec<String>,
 }
@@ -56,8 +56,10 @@ impl Run for ForbiddenApi {
 }
 
 async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[String]) -> Outcome {
-    // Every Python module of the agent's (the snapshot), not only the listed outputs: a helper
-    // module that re-exports a forbidden API is code the graded files run.
+    // Every file of the agent's (the snapshot), not only the listed outputs nor only `*.py`: a
+    // helper module that re-exports a forbidden API, a text file the code exec's, a notebook or
+    // a shell script running `python3 -c` is code the graded files run (binary files are
+    // skipped by the scanner).
     let _ = outputs;
     let files: Vec<String> = {
         let out = tryf!(
@@ -65,8 +67,6 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
                 vec![
                     "find".into(),
                     env.snap.clone(),
-                    "-name".into(),
-                    "*.py".into(),
                     "-type".into(),
                     "f".into()
                 ],
@@ -84,7 +84,7 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
             .collect()
     };
     if files.is_empty() {
-        return Outcome::new(Status::Pass, 1.0).detail("no Python file to scan");
+        return Outcome::new(Status::Pass, 1.0).detail("no file to scan");
     }
     if !tryf!(env.probe(PROBE).await) {
         return Outcome::new(Status::EnvBroken, 0.0)
@@ -98,6 +98,9 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
         format!("{}/forbidden_scan.py", env.rb_dir),
         serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
     ];
+    if let Some(inputs) = &env.ctx.task_inputs {
+        argv.extend(["--inputs".to_owned(), inputs.clone(), env.snap.clone()]);
+    }
     argv.extend(files);
     let out = tryf!(
         env.exec(
@@ -143,7 +146,7 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     };
     for u in v["unparsed"].as_array().into_iter().flatten().take(20) {
         o = o.detail(format!(
-            "not parsed (not scanned statically): {} ({})",
+            "not parsed as a whole (scanned line by line): {} ({})",
             env.ws_path_of(u["file"].as_str().unwrap_or("?")),
             u["error"].as_str().unwrap_or("")
         ));
@@ -151,6 +154,41 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     o.data = Some(json!({"static_hits": hits}));
     o
 }
+
+/// Makes the forbidden modules unavailable to the agent's uid for the rest of the grading
+/// (`python/forbid_setup.py`, as root): their real files become `root:`[`FORBIDDEN_READERS_GID`]
+/// 0750/0640, and `$RB_SHADOW` gets the stand-ins agent processes import instead. Forbidden
+/// callables inside an allowed module are left to the in-process guard.
+pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) -> Result<(), String> {
+    let shadow = env
+        .py_env
+        .get("RB_SHADOW")
+        .cloned()
+        .unwrap_or_else(|| env.scratch("shadow"));
+    let argv = vec![
+        "python3".to_owned(),
+        "-I".into(),
+        "-B".into(),
+        format!("{}/forbid_setup.py", env.rb_dir),
+        serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
+        shadow,
+        FORBIDDEN_READERS_GID.to_string(),
+    ];
+    let out = env
+        .exec(argv, false, Some("/"), Some(Duration::from_secs(60)), 64 * 1024)
+        .await
+        .map_err(|f| format!("{f:?}"))?;
+    if !out.success() {
+        return Err(exit_note(&out));
+    }
+    tracing::debug!(setup = %String::from_utf8_lossy(&out.stdout), "forbidden modules made unavailable");
+    Ok(())
+}
+
+/// The group that keeps reading the forbidden modules' real files besides root: the trusted
+/// side of grading (held-out tests run by a trusted uid in this group). Never the agent's (1000)
+/// or the task-author scripts' (2000) group.
+pub(crate) const FORBIDDEN_READERS_GID: u32 = 0;
 
 /// After the other graders ran with the import hook: a runtime hit turns every forbidden-API
 /// grader into `forbidden_api`.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, author_env};
+use crate::checks::author_script::exec_author;
 use crate::env::{AUTHOR_USER, Env, FileRead, Outcome, exit_note, sv, tryf};
 use crate::report::cap_text;
 use crate::status::Status;
@@ -40,10 +41,14 @@ impl Run for HarborVerifier {
     }
 }
 
-/// Prepares Harbor's layout for the verifier's uid, as root: `/logs/verifier` (emptied, owned by
-/// `$1`), `/tests` → the run's copy of the tests (`$2`, when present) and the image's default
-/// working directory `/app` → the workspace (`$3`), unless those paths exist in the image.
-const LAYOUT: &str = r#"rm -rf /logs/verifier && mkdir -p /logs/verifier && chown "$1" /logs/verifier && chmod 755 /logs/verifier || exit 1
+/// Prepares Harbor's layout for the verifier's uid (`$1`), as root: `/logs/verifier` emptied,
+/// root-owned and sticky (1777: the script may add its own logs, never remove or rename what it
+/// does not own), with `reward.txt` and `reward.json` made by root, empty, writable by all (the
+/// script writes its reward there; it can neither change their modes nor replace them);
+/// `/tests` → the run's copy of the tests (`$2`, when present) and the image's default working
+/// directory `/app` → the workspace (`$3`), unless those paths exist in the image.
+const LAYOUT: &str = r#"rm -rf /logs/verifier && mkdir -p /logs/verifier && chown 0:0 /logs/verifier && chmod 1777 /logs/verifier || exit 1
+for f in reward.txt reward.json; do : > "/logs/verifier/$f" && chown 0:0 "/logs/verifier/$f" && chmod 666 "/logs/verifier/$f" || exit 1; done
 if [ -L /tests ]; then rm -f /tests; fi
 if [ -d "$2" ] && [ ! -e /tests ]; then ln -s "$2" /tests || exit 1; fi
 if [ ! -e /app ] && [ ! -L /app ]; then ln -s "$3" /app || exit 1; fi
@@ -84,25 +89,28 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
         ));
     }
     let vars = author_env(env, &run);
-    let out = tryf!(
-        run.exec_plain(
-            env,
-            vec!["bash".into(), run.held(script)],
-            vars,
-            Some(&run.dir),
-            None
-        )
-        .await
-    );
+    let ran = tryf!(exec_author(env, &run, vec!["bash".into(), run.held(script)], vars).await);
+    let mut o = verdict(env, &ran.out).await;
+    if let Some(d) = ran.ran_detail() {
+        o = o.detail(d);
+    }
+    o
+}
+
+/// The reward the verifier wrote (`reward.txt` first, then `reward.json`; an empty file is one
+/// it did not write).
+async fn verdict(env: &Env<'_, '_>, out: &sandbox::ExecOutcome) -> Outcome {
     // Read with the verifier's rights: a link planted there reads nothing held out.
     let txt = tryf!(
         env.read_file_as(AUTHOR_USER, "/logs/verifier/reward.txt", 4096)
             .await
     );
-    if let FileRead::Bytes(b) = txt {
+    if let FileRead::Bytes(b) = txt
+        && !String::from_utf8_lossy(&b).trim().is_empty()
+    {
         let s = String::from_utf8_lossy(&b);
         return match s.trim().parse::<f64>() {
-            Ok(r) if r.is_finite() => reward(r, &out),
+            Ok(r) if r.is_finite() => reward(r, out),
             _ => Outcome::new(Status::Error, 0.0).detail(format!(
                 "reward.txt is not a number: {:?}",
                 cap_text(&s, 200)
@@ -113,7 +121,9 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
         env.read_file_as(AUTHOR_USER, "/logs/verifier/reward.json", 65536)
             .await
     );
-    if let FileRead::Bytes(b) = js {
+    if let FileRead::Bytes(b) = js
+        && !String::from_utf8_lossy(&b).trim().is_empty()
+    {
         let v: Option<serde_json::Value> = serde_json::from_slice(&b).ok();
         let r = v.as_ref().and_then(|v| {
             v.as_f64()
@@ -129,7 +139,7 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
         });
         return match r {
             Some(r) if r.is_finite() => {
-                let mut o = reward(r, &out);
+                let mut o = reward(r, out);
                 o.data = v;
                 o
             }
@@ -137,13 +147,13 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
         };
     }
     if out.timed_out {
-        return Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out));
+        return Outcome::new(Status::Timeout, 0.0).detail(exit_note(out));
     }
     // The script is proven by the task's oracle run; a run that ends without a reward was
     // stopped by what it checked (the agent's outputs or code).
     Outcome::new(Status::Error, 0.0).detail(format!(
         "the verifier wrote no reward.txt or reward.json: {}",
-        exit_note(&out)
+        exit_note(out)
     ))
 }
 

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::env::{Env, Outcome};
 
 pub(crate) mod agent_run;
+pub mod author_script;
 pub(crate) mod c_values;
 pub(crate) mod canary;
 pub(crate) mod judged;

@@ -31,6 +31,8 @@ pub struct Grading {
     pub sandbox: Box<dyn Sandbox>,
     /// The snapshot was copied in with the workspace ([`rubrics::grade::StagedSnapshot`]).
     pub staged: bool,
+    /// [`rubrics::GradingContext::task_inputs`] for the gradings.
+    pub task_inputs: Option<String>,
 }
 
 fn write_tree(dir: &Path, files: &[(&str, &[u8])]) {
@@ -129,6 +131,7 @@ impl Grading {
         Self {
             sandbox,
             staged: false,
+            task_inputs: None,
         }
     }
 
@@ -162,6 +165,7 @@ impl Grading {
         ctx.judge = judge;
         ctx.probes = probes;
         ctx.snapshot_staged = self.staged;
+        ctx.task_inputs = self.task_inputs.clone();
         // The machine is shared and the container has one CPU: give slow gold snippets room.
         ctx.case_timeout = Duration::from_secs(300);
         grade(&spec, &ctx).await

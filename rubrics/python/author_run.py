@@ -1,0 +1,161 @@
+"""Runs a task-author script (Harbor verifier, `command`) and notes whether it executed a
+workspace program (research-bench rubrics).
+
+Usage (as root, `python3 -I -B`): author_run.py UID GID ROOTS REPORT ARGV...
+ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). The script runs
+as UID:GID (no supplementary groups) in the current directory with the current environment plus
+RB_AUDIT_FD (the write end of a pipe only this process reads) and RB_AUDIT_ROOTS. Its Python
+processes load `author_audit.py` (through a `.pth` file in the image's site-packages, read even
+by `python3 -I`), whose audit hook writes a line to that pipe before a workspace module is
+imported or a workspace file is opened as code or started; meanwhile this process looks every
+few milliseconds at the uid's processes for one whose program or arguments are workspace
+programs (a process seen again after an exec is looked at again). What the script's children write to the pipe after that cannot take a line back.
+REPORT (root-only) receives {"events": [{"how", "path"}]}; the exit status is the script's.
+"""
+
+import json
+import os
+import select
+import signal
+import stat
+import sys
+import sysconfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CODE_EXT = (".py", ".pyc", ".pyx", ".so", ".sh", ".bash", ".R", ".r", ".jl", ".pl", ".rb",
+            ".js", ".ipynb")
+PTH = "zz_research_bench_audit.pth"
+
+
+def install_hook():
+    site = sysconfig.get_path("purelib")
+    os.makedirs(site, exist_ok=True)
+    line = ("import os; exec(open(os.environ['RB_AUDIT_HOOK']).read()) "
+            "if os.environ.get('RB_AUDIT_FD') and os.environ.get('RB_AUDIT_HOOK') else None\n")
+    path = os.path.join(site, PTH)
+    try:
+        with open(path) as f:
+            if f.read() == line:
+                return
+    except OSError:
+        pass
+    with open(path, "w") as f:
+        f.write(line)
+    os.chmod(path, 0o644)
+
+
+def under(path, roots):
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def is_program(path):
+    """A file that runs as code: by name, by its execute bits, or by a `#!` line."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if path.endswith(CODE_EXT) or st.st_mode & 0o111:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def look(uid, roots, seen, events):
+    """The uid's processes whose program or arguments are workspace programs."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        base = "/proc/" + pid
+        try:
+            if os.stat(base).st_uid != uid:
+                continue
+            exe = os.path.realpath(os.readlink(base + "/exe"))
+            with open(base + "/cmdline", "rb") as f:
+                args = [a.decode("utf-8", "replace") for a in f.read(65536).split(b"\0") if a]
+            cwd = os.readlink(base + "/cwd")
+        except OSError:
+            continue
+        key = (pid, exe, tuple(args))
+        if key in seen:
+            continue
+        seen.add(key)
+        if under(exe, roots):
+            events.append({"how": "process", "path": exe})
+            continue
+        for a in args[1:]:
+            p = os.path.realpath(os.path.join(cwd, a))
+            if under(p, roots) and is_program(p):
+                events.append({"how": "process argument", "path": p})
+                break
+
+
+def main():
+    uid, gid = int(sys.argv[1]), int(sys.argv[2])
+    roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
+    report, argv = sys.argv[4], sys.argv[5:]
+    install_hook()
+    r, w = os.pipe()
+    os.set_inheritable(w, True)
+    env = dict(os.environ)
+    env.update({"RB_AUDIT_FD": str(w), "RB_AUDIT_ROOTS": os.pathsep.join(roots),
+                "RB_AUDIT_HOOK": os.path.join(HERE, "author_audit.py")})
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            os.write(2, ("cannot run %s: %s\n" % (argv[0], e)).encode())
+        os._exit(127)
+    os.close(w)
+    os.set_blocking(r, False)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    events, seen, buf = [], set(), b""
+    status = None
+    while status is None:
+        done, status_raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = status_raw
+        look(uid, roots, seen, events)
+        ready, _, _ = select.select([r], [], [], 0 if status is not None else 0.01)
+        while ready:
+            try:
+                chunk = os.read(r, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            if len(buf) < 1 << 20:
+                buf += chunk
+            ready, _, _ = select.select([r], [], [], 0)
+    for line in buf.decode("utf-8", "replace").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict) and isinstance(e.get("path"), str):
+            events.append({"how": str(e.get("how", "python"))[:40], "path": e["path"][:500]})
+    uniq = []
+    for e in events:
+        if e not in uniq:
+            uniq.append(e)
+    fd = os.open(report, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"events": uniq[:50]}, f)
+    if os.WIFEXITED(status):
+        sys.exit(os.WEXITSTATUS(status))
+    sys.exit(128 + os.WTERMSIG(status))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+//! A task-author script's run (Harbor verifier, `command`) through our root wrapper
+//! (`python/author_run.py`): the script runs as [`crate::env::AUTHOR_USER`] and we learn
+//! whether it executed a workspace program, which the report then flags
+//! ([`RAN_AGENT_CODE`]): the script's children share its uid, so agent code it runs could
+//! write its verdict.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::checks::agent_run::AgentRun;
+use crate::env::{AUTHOR_USER, Env, Fault, FileRead, LOG_CAP};
+
+/// The prefix of the detail (and of the report's flag) saying that a task-author script
+/// executed a workspace program.
+pub const RAN_AGENT_CODE: &str = "verifier_ran_agent_code";
+
+/// A finished task-author script.
+pub(crate) struct AuthorRun {
+    pub out: sandbox::ExecOutcome,
+    /// What it executed of the workspace: (how, path).
+    pub ran: Vec<(String, String)>,
+}
+
+impl AuthorRun {
+    /// The detail for the grader's result, when the script executed a workspace program.
+    pub fn ran_detail(&self) -> Option<String> {
+        if self.ran.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .ran
+            .iter()
+            .take(10)
+            .map(|(how, path)| format!("{path} ({how})"))
+            .collect();
+        Some(format!(
+            "{RAN_AGENT_CODE}: the script executed workspace programs, which share its uid and so could write its verdict: {}",
+            list.join(", ")
+        ))
+    }
+}
+
+/// Runs `argv` of the task author's with exactly `vars` in `run`'s folder (`run` prepared as
+/// [`AUTHOR_USER`]); kills the uid's leftovers afterwards.
+pub(crate) async fn exec_author(
+    env: &Env<'_, '_>,
+    run: &AgentRun,
+    argv: Vec<String>,
+    vars: BTreeMap<String, String>,
+) -> Result<AuthorRun, Fault> {
+    let (uid, gid) = AUTHOR_USER
+        .split_once(':')
+        .unwrap_or((AUTHOR_USER, AUTHOR_USER));
+    let report = format!("{}.audit.json", run.dir);
+    let mut wrapped = vec![
+        "python3".to_owned(),
+        "-I".into(),
+        "-B".into(),
+        format!("{}/author_run.py", env.rb_dir),
+        uid.to_owned(),
+        gid.to_owned(),
+        env.ctx.workspace.clone(),
+        report.clone(),
+    ];
+    wrapped.extend(argv);
+    // Root starts the wrapper; the script itself runs as the author's uid.
+    env.pristine
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let out = env
+        .exec_as("root", wrapped, vars, Some(&run.dir), None, LOG_CAP)
+        .await;
+    env.reap(AUTHOR_USER).await;
+    let out = out?;
+    let ran = match env.read_file(&report, 256 * 1024).await? {
+        FileRead::Bytes(b) => serde_json::from_slice::<serde_json::Value>(&b)
+            .ok()
+            .and_then(|v| v["events"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                (
+                    e["how"].as_str().unwrap_or("?").to_owned(),
+                    e["path"].as_str().unwrap_or("?").to_owned(),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let _ = env
+        .exec(
+            crate::env::sv(&["rm", "-f", &report]),
+            false,
+            Some("/"),
+            Some(Duration::from_secs(30)),
+            1024,
+        )
+        .await;
+    Ok(AuthorRun { out, ran })
+}
