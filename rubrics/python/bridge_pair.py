@@ -6,7 +6,7 @@ Usage: bridge_pair.py WORKSPACE RUN_DIR AGENT_UID DEADLINE_SECS MODE ARGS...
 - The worker (`bridge_worker.py`) runs as AGENT_UID (gid the same, no supplementary groups),
   in the workspace, with this process's environment (the run's: forbidden-API settings, ...).
 - The trusted process (`bridge_trusted.py MODE ARGS...`) runs as a uid of its own, drawn at
-  random from a range no other user of the machine has, with no supplementary groups, allowed
+  random from a range no other user of the machine has, in group TRUSTED_GID only, allowed
   one process (RLIMIT_NPROC 1: it cannot start another, so nothing it starts runs with its
   rights), in the workspace, with a small environment of its own (HOME and TMPDIR in RUN_DIR,
   one BLAS thread). RUN_DIR (the held-out copies, the report) becomes that uid's, mode 0700.
@@ -25,6 +25,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UID_LO, UID_HI = 1 << 24, (1 << 31) - 2
+# The trusted process's one group: it reads what grading makes unreadable to the agent's uid
+# (a task's forbidden modules, `checks::forbidden_api::FORBIDDEN_READERS_GID`).
+TRUSTED_GID = 2998
 KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "WORKSPACE", "RB_WORKSPACE", "RB_HIDDEN",
             "MPLBACKEND", "TZ")
 
@@ -52,7 +55,7 @@ def chown_tree(root, uid):
     os.chmod(root, 0o700)
 
 
-def spawn(uid, argv, env, keep_fds, cwd, nproc=None):
+def spawn(uid, argv, env, keep_fds, cwd, nproc=None, groups=()):
     """Forks, drops to `uid` and executes `argv`; returns (pid, None) or (None, why)."""
     r, w = os.pipe()  # closed by a successful exec: the child's failure travels on it
     pid = os.fork()
@@ -69,7 +72,7 @@ def spawn(uid, argv, env, keep_fds, cwd, nproc=None):
         os.setsid()
         for fd in keep_fds:
             os.set_inheritable(fd, True)
-        os.setgroups([])
+        os.setgroups(list(groups))
         os.setresgid(uid, uid, uid)
         if nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -117,7 +120,7 @@ def main():
         env.setdefault("MPLBACKEND", "Agg")
         trusted, why = spawn(uid, [sys.executable, "-I", "-B",
                                    os.path.join(HERE, "bridge_trusted.py"), mode] + args,
-                             env, [t_in, t_out], ws, nproc=1)
+                             env, [t_in, t_out], ws, nproc=1, groups=[TRUSTED_GID])
         # A uid already running a process (another grading on this machine drew the same
         # one) cannot start under RLIMIT_NPROC 1: draw again.
         if trusted is not None:

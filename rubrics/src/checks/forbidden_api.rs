@@ -186,9 +186,10 @@ pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) ->
 }
 
 /// The group that keeps reading the forbidden modules' real files besides root: the trusted
-/// side of grading (held-out tests run by a trusted uid in this group). Never the agent's (1000)
-/// or the task-author scripts' (2000) group.
-pub(crate) const FORBIDDEN_READERS_GID: u32 = 0;
+/// side of grading (the bridge's trusted test process, `python/bridge_pair.py`'s
+/// `TRUSTED_GID`, and the testthat referee are in it). Never the agent's (1000) or the
+/// task-author scripts' (2000) group.
+pub(crate) const FORBIDDEN_READERS_GID: u32 = 2998;
 
 /// After the other graders ran with the import hook: a runtime hit turns every forbidden-API
 /// grader into `forbidden_api`.
