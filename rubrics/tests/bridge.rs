@@ -368,13 +368,14 @@ async fn agent_code_past_the_budget_is_stopped_and_what_passed_before_is_kept() 
     )
     .await;
     let started = std::time::Instant::now();
-    let r = g.grade(SPEC, None, Duration::from_secs(25)).await;
+    // Under load the preparation alone may take seconds: the budget leaves room for it.
+    let r = g.grade(SPEC, None, Duration::from_secs(60)).await;
     let took = started.elapsed();
     g.remove().await;
     show(&r);
     let t = &r.graders[0];
     assert_eq!(t.status, Status::Timeout, "{:?}", t.details);
-    assert!(took < Duration::from_secs(60), "{took:?}");
+    assert!(took < Duration::from_secs(120), "{took:?}");
     assert!(
         t.tests
             .iter()
