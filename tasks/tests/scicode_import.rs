@@ -1,7 +1,7 @@
 //! Importing the vendored SciCode problems in a real Docker sandbox: targets are derived from
 //! the gold code, the gold code passes every step, and a seeded wrong answer fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sandbox::docker::DockerBackend;
 use sandbox::{Backend, Owner, Role};
@@ -9,7 +9,7 @@ use tasks::import::scicode::{self, PreviousSteps, ScicodeOptions};
 use tasks::{TaskKind, load_task};
 
 fn problems() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks/scicode/problems_dev.jsonl")
+    bench_data::path("scicode/problems_dev.jsonl")
 }
 
 /// The platform's python image (built from its recipe if missing; a no-op when present).
@@ -32,7 +32,7 @@ fn owner() -> Owner {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
+async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
     let backend = DockerBackend::connect().await.expect("docker daemon");
     let image = python_image(&backend).await;
     let owner = owner();
@@ -124,7 +124,7 @@ async fn imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
 /// `sigma_y` with `+1j`, invisible on real sparse states) passes the own cases and fails the
 /// perturbed copies. Off by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn perturbed_inputs_reach_a_fault_the_benchmark_inputs_cannot_see() {
+async fn shared_data_perturbed_inputs_reach_a_fault_the_benchmark_inputs_cannot_see() {
     let backend = DockerBackend::connect().await.expect("docker daemon");
     let image = python_image(&backend).await;
     let owner = owner();

@@ -872,9 +872,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_vendored_problems() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/benchmarks/scicode/problems_dev.jsonl");
+    fn shared_data_reads_the_vendored_problems() {
+        let src = bench_data::path("scicode/problems_dev.jsonl");
         let problems = read_problems(&src).expect("vendored SciCode problems parse");
         let ids: Vec<&str> = problems.iter().map(|p| p.problem_id.as_str()).collect();
         assert_eq!(
