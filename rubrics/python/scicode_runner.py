@@ -17,6 +17,12 @@ and the agent's file. Values cross back as tagged JSON (`encode`/`decode`: numbe
 arrays of numeric dtypes, sparse matrices; never pickle), read here with size caps. `target`
 never enters the worker.
 
+Upstream's semantics: a step's cases run in order in ONE namespace (deps, the agent's file, then
+each case), so a case may use names an earlier case defined; canaries use names of their own.
+`a, b = target` (or `x = target`) is rewritten to `target[0]`, `target[1]` (`x` -> `target`).
+A function the snippet defines may be called on `target` when it is pure test code
+(`_pure_helpers`): it is then defined and called here, on recorded data only.
+
 Snippets that check themselves (assertions not against `target`, which must run with the
 agent's code) are judged by the worker's report; each step therefore also runs canaries: cases
 with a per-run nonce that must fail and one that must pass, placed at random among the real
