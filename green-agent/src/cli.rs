@@ -139,6 +139,10 @@ pub enum TasksCommand {
         /// Python named by RB_SCICODE_PYTHON).
         #[arg(long, value_name = "test_data.h5")]
         targets: Option<PathBuf>,
+        /// SciCode: include the scientists' background text of the problem and of each step
+        /// (upstream's `--with-background`).
+        #[arg(long)]
+        with_background: bool,
     },
     /// Validate task folders or suites (every error at once).
     Validate {
@@ -441,6 +445,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     fetch,
                     perturbed_inputs,
                     targets,
+                    with_background,
                 },
         } => {
             let limits = crate::importers::ImportLimits {
@@ -450,6 +455,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 fetch,
                 perturbed_inputs,
                 targets,
+                with_background,
             };
             let summary = crate::importers::import(&kind, &src, &dest, limits).await?;
             for p in &summary.written {

@@ -25,6 +25,8 @@ pub struct ImportLimits {
     pub perturbed_inputs: bool,
     /// SciCode: upstream's targets file (`test_data.h5`).
     pub targets: Option<PathBuf>,
+    /// SciCode: include the background text.
+    pub with_background: bool,
 }
 
 /// Per download (a paper or a code archive).
@@ -169,8 +171,8 @@ pub async fn import(
     if limits.perturbed_inputs && kind != ImportKind::Scicode {
         anyhow::bail!("--perturbed-inputs is for `tasks import scicode` only");
     }
-    if limits.targets.is_some() && kind != ImportKind::Scicode {
-        anyhow::bail!("--targets is for `tasks import scicode` only");
+    if (limits.targets.is_some() || limits.with_background) && kind != ImportKind::Scicode {
+        anyhow::bail!("--targets and --with-background are for `tasks import scicode` only");
     }
     std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     if kind == ImportKind::Scicoqa {
@@ -231,6 +233,7 @@ pub async fn import(
     }
     options.perturbed_inputs = limits.perturbed_inputs;
     options.targets = limits.targets;
+    options.with_background = limits.with_background;
     let done = tasks::import::scicode::import_all(src, dest, &options, &docker).await?;
     Ok(ImportSummary {
         written: done.written,
