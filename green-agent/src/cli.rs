@@ -133,6 +133,16 @@ pub enum TasksCommand {
         /// default.
         #[arg(long)]
         perturbed_inputs: bool,
+        /// SciCode: upstream's targets file (`test_data.h5`): its targets are used (a record
+        /// without gold code is imported from it, without an oracle); where gold code exists
+        /// too, a test whose derived target differs is listed. Read with h5py (`.venv`, or the
+        /// Python named by RB_SCICODE_PYTHON).
+        #[arg(long, value_name = "test_data.h5")]
+        targets: Option<PathBuf>,
+        /// SciCode: include the scientists' background text of the problem and of each step
+        /// (upstream's `--with-background`).
+        #[arg(long)]
+        with_background: bool,
     },
     /// Validate task folders or suites (every error at once).
     Validate {
@@ -434,6 +444,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     sources,
                     fetch,
                     perturbed_inputs,
+                    targets,
+                    with_background,
                 },
         } => {
             let limits = crate::importers::ImportLimits {
@@ -442,6 +454,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 sources,
                 fetch,
                 perturbed_inputs,
+                targets,
+                with_background,
             };
             let summary = crate::importers::import(&kind, &src, &dest, limits).await?;
             for p in &summary.written {

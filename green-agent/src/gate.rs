@@ -1,6 +1,8 @@
 //! The task validation gate (`green-agent tasks check`): a task is sound when the `oracle` (its
 //! reference solution) scores full marks and `nop` (an agent that does nothing) scores zero. A
-//! task failing either side grades something other than what it claims.
+//! task failing either side grades something other than what it claims. A task without a
+//! reference solution (its oracle trials are `no_reference`) is held to the nop side alone, and
+//! the verdict says that no oracle exists.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,14 +16,17 @@ pub struct TaskGate {
     /// The oracle's scores over repeats (`None` = no score: not graded, infrastructure status).
     pub oracle: Vec<Option<f64>>,
     pub nop: Vec<Option<f64>>,
+    /// The task has no reference solution: every oracle trial was `no_reference`.
+    pub no_reference: bool,
 }
 
 impl TaskGate {
-    /// Every oracle trial scored 1.0, every nop trial 0.0, and both ran at least once.
+    /// Every oracle trial scored 1.0 (or the task has no reference solution), every nop trial
+    /// 0.0, and both ran at least once.
     pub fn passes(&self) -> bool {
         !self.oracle.is_empty()
             && !self.nop.is_empty()
-            && self.oracle.iter().all(|s| *s == Some(1.0))
+            && (self.no_reference || self.oracle.iter().all(|s| *s == Some(1.0)))
             && self.nop.iter().all(|s| *s == Some(0.0))
     }
 }
@@ -36,10 +41,17 @@ pub fn evaluate(trials: &[TrialRow]) -> Vec<TaskGate> {
                 task_id: t.planned.task_id.clone(),
                 oracle: Vec::new(),
                 nop: Vec::new(),
+                no_reference: true,
             });
         let score = t.result.as_ref().and_then(|r| r.score);
         match t.planned.agent.as_str() {
-            "oracle" => gate.oracle.push(score),
+            "oracle" => {
+                gate.no_reference &= t
+                    .result
+                    .as_ref()
+                    .is_some_and(|r| r.outcome == crate::model::Outcome::NoReference);
+                gate.oracle.push(score);
+            }
             "nop" => gate.nop.push(score),
             _ => {}
         }
@@ -57,12 +69,16 @@ pub fn render(gates: &[TaskGate]) -> String {
     };
     let mut out = String::new();
     for g in gates {
+        let oracle = if g.no_reference {
+            "no reference solution: no oracle to run".to_owned()
+        } else {
+            format!("oracle {} (want 1.000)", scores(&g.oracle))
+        };
         let _ = writeln!(
             out,
-            "{}  {}  oracle {} (want 1.000)  nop {} (want 0.000)",
+            "{}  {}  {oracle}  nop {} (want 0.000)",
             if g.passes() { "pass" } else { "FAIL" },
             g.task_id,
-            scores(&g.oracle),
             scores(&g.nop),
         );
     }
@@ -80,6 +96,45 @@ pub fn render(gates: &[TaskGate]) -> String {
 mod tests {
     use super::*;
     use crate::store::{Outcome, PlannedTrial, TrialResult};
+
+    #[test]
+    fn a_task_without_reference_is_held_to_nop_and_says_so() {
+        let mut absent = trial("test-set", "oracle", None);
+        if let Some(r) = absent.result.as_mut() {
+            r.outcome = Outcome::NoReference;
+        }
+        let trials = [
+            absent.clone(),
+            trial("test-set", "nop", Some(0.0)),
+            {
+                let mut t = absent;
+                t.planned.task_id = "lenient".into();
+                t
+            },
+            trial("lenient", "nop", Some(0.25)),
+            trial("unjudged", "oracle", None),
+            trial("unjudged", "nop", Some(0.0)),
+        ];
+        let gates = evaluate(&trials);
+        let verdicts: Vec<(&str, bool, bool)> = gates
+            .iter()
+            .map(|g| (g.task_id.as_str(), g.no_reference, g.passes()))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("lenient", true, false),
+                ("test-set", true, true),
+                ("unjudged", false, false),
+            ]
+        );
+        let table = render(&gates);
+        assert!(
+            table.contains("pass  test-set  no reference solution: no oracle to run  nop 0.000"),
+            "{table}"
+        );
+        assert!(table.contains("FAIL  unjudged  oracle none"), "{table}");
+    }
 
     fn trial(task: &str, agent: &str, score: Option<f64>) -> TrialRow {
         TrialRow {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tasks::import::ImportKind;
-use tasks::import::scicode::ProblemFailure;
+use tasks::import::scicode::{Disagreement, ProblemFailure};
 
 /// Options of `tasks import`: resource limits of importers that run code (SciCode's target
 /// derivation) and where SciCoQA's papers and code come from.
@@ -23,6 +23,10 @@ pub struct ImportLimits {
     /// SciCode: add a perturbed copy of each test case (float inputs moved a little, target
     /// from the gold code).
     pub perturbed_inputs: bool,
+    /// SciCode: upstream's targets file (`test_data.h5`).
+    pub targets: Option<PathBuf>,
+    /// SciCode: include the background text.
+    pub with_background: bool,
 }
 
 /// Per download (a paper or a code archive).
@@ -106,6 +110,8 @@ pub struct ImportSummary {
     pub written: Vec<PathBuf>,
     /// Problems that were not imported (the others were).
     pub failed: Vec<ProblemFailure>,
+    /// SciCode with a targets file: tests whose derived target differs from the published one.
+    pub disagreements: Vec<Disagreement>,
 }
 
 impl ImportSummary {
@@ -116,6 +122,19 @@ impl ImportSummary {
             self.written.len(),
             self.failed.len()
         );
+        if !self.disagreements.is_empty() {
+            out.push_str(&format!(
+                "{} test(s) where the targets file and the gold code disagree (the file's target is used):\n",
+                self.disagreements.len()
+            ));
+            out.push_str("problem\tstep\ttest\tdifference\n");
+            for d in &self.disagreements {
+                out.push_str(&format!(
+                    "{}\t{}\t{}\t{}\n",
+                    d.problem_id, d.step_id, d.test, d.why
+                ));
+            }
+        }
         if self.failed.is_empty() {
             return out;
         }
@@ -152,6 +171,9 @@ pub async fn import(
     if limits.perturbed_inputs && kind != ImportKind::Scicode {
         anyhow::bail!("--perturbed-inputs is for `tasks import scicode` only");
     }
+    if (limits.targets.is_some() || limits.with_background) && kind != ImportKind::Scicode {
+        anyhow::bail!("--targets and --with-background are for `tasks import scicode` only");
+    }
     std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     if kind == ImportKind::Scicoqa {
         let fetched = if limits.fetch {
@@ -175,12 +197,14 @@ pub async fn import(
         return Ok(ImportSummary {
             written: tasks::import::scicoqa::import(src, dest, &options)?,
             failed: Vec::new(),
+            disagreements: Vec::new(),
         });
     }
     if !kind.needs_sandbox() {
         return Ok(ImportSummary {
             written: tasks::import::import_local(kind, src, dest)?,
             failed: Vec::new(),
+            disagreements: Vec::new(),
         });
     }
     // SciCode: targets are derived by running the gold code in a utility sandbox of the
@@ -208,10 +232,13 @@ pub async fn import(
         options.timeout = Duration::from_secs(secs.max(1));
     }
     options.perturbed_inputs = limits.perturbed_inputs;
+    options.targets = limits.targets;
+    options.with_background = limits.with_background;
     let done = tasks::import::scicode::import_all(src, dest, &options, &docker).await?;
     Ok(ImportSummary {
         written: done.written,
         failed: done.failed,
+        disagreements: done.disagreements,
     })
 }
 

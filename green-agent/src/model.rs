@@ -41,6 +41,9 @@ pub enum Outcome {
     /// card, a fixed refusal such as "only SendStreamingMessage", refused credentials): not
     /// retried, counted against the agent.
     AgentIncompatible,
+    /// The `oracle` on a task without a reference solution (no `solution/`, e.g. SciCode's test
+    /// set): nothing ran and nothing is graded. Neither the task's failure nor an agent's.
+    NoReference,
 }
 
 impl Outcome {
@@ -54,6 +57,7 @@ impl Outcome {
             Outcome::BudgetExceeded => "budget_exceeded",
             Outcome::InfraError => "infra_error",
             Outcome::AgentIncompatible => "agent_incompatible",
+            Outcome::NoReference => "no_reference",
         }
     }
 
@@ -67,6 +71,7 @@ impl Outcome {
             "budget_exceeded" => Outcome::BudgetExceeded,
             "infra_error" => Outcome::InfraError,
             "agent_incompatible" => Outcome::AgentIncompatible,
+            "no_reference" => Outcome::NoReference,
             _ => return None,
         })
     }

@@ -67,6 +67,8 @@ pub fn failure_cause(r: &crate::store::TrialResult) -> Option<String> {
             Some(c) => format!("crashed (exit {c})"),
             None => "crashed".into(),
         }),
+        // Nothing to run: the oracle on a task without a reference solution.
+        Outcome::NoReference => None,
         other => Some(other.as_str().to_owned()),
     }
 }

@@ -80,10 +80,9 @@ async fn tasks_import_writes_valid_tasks() {
 }
 
 #[tokio::test]
-async fn rubric_aggregate_reproduces_the_stored_root() {
-    let graded =
-        repo().join("../shared/benchmarks/paperbench/graded/semantic-self-consistency.json");
-    let text = std::fs::read_to_string(&graded).expect("vendored PaperBench judgment (../shared)");
+async fn shared_data_rubric_aggregate_reproduces_the_stored_root() {
+    let graded = bench_data::path("paperbench/graded/semantic-self-consistency.json");
+    let text = std::fs::read_to_string(&graded).expect("vendored PaperBench judgment");
     let stored = serde_json::from_str::<serde_json::Value>(&text).expect("json")["score"]
         .as_f64()
         .expect("root score");

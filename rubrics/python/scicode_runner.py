@@ -17,6 +17,12 @@ and the agent's file. Values cross back as tagged JSON (`encode`/`decode`: numbe
 arrays of numeric dtypes, sparse matrices; never pickle), read here with size caps. `target`
 never enters the worker.
 
+Upstream's semantics: a step's cases run in order in ONE namespace (deps, the agent's file, then
+each case), so a case may use names an earlier case defined; canaries use names of their own.
+`a, b = target` (or `x = target`) is rewritten to `target[0]`, `target[1]` (`x` -> `target`).
+A function the snippet defines may be called on `target` when it is pure test code
+(`_pure_helpers`): it is then defined and called here, on recorded data only.
+
 Snippets that check themselves (assertions not against `target`, which must run with the
 agent's code) are judged by the worker's report; each step therefore also runs canaries: cases
 with a per-run nonce that must fail and one that must pass, placed at random among the real
@@ -34,6 +40,7 @@ Also a library for the importer's `scicode_targets.py` (derivation uses the same
 
 import ast
 import builtins
+import copy
 import json
 import math
 import os
@@ -276,8 +283,12 @@ def _snippet_imports(tree):
 class _Holes:
     """Replaces the parts of a check that need agent code with `__h[i]`."""
 
-    def __init__(self, trusted):
+    def __init__(self, trusted, helpers=()):
         self.trusted = trusted
+        # Functions the snippet defines that are pure test code (`_pure_helpers`): a comparison
+        # may call them on `target` (they then run on the trusted side, on recorded data).
+        self.helpers = set(helpers)
+        self.used_helpers = set()
         self.exprs = []
 
     def _is_trusted(self, node):
@@ -310,9 +321,13 @@ class _Holes:
             raise PlanError("`target` inside a %s" % type(node).__name__)
         elif isinstance(node, ast.Call):
             root = _root_name(node.func)
-            if root is None or (root not in self.trusted and root != "target"):
+            if isinstance(node.func, ast.Name) and root in self.helpers:
+                node.func._rb_keep = True
+                self.used_helpers.add(root)
+            elif root is None or (root not in self.trusted and root != "target"):
                 raise PlanError("the comparison calls `%s`, which is not a function of the "
-                                "problem's dependencies or of scicode.compare"
+                                "problem's dependencies, of scicode.compare or a function the "
+                                "test defines from those alone"
                                 % ast.unparse(node.func))
         for field, old in ast.iter_fields(node):
             if isinstance(old, list):
@@ -363,13 +378,15 @@ def plan(snippet, trusted_names):
     "imports": source}: the agent source calls `__record(site, [values])` where the snippet
     asserted against `target`; each check (an expression over `__h` and `target`) is evaluated
     on the trusted side. Raises PlanError (or SyntaxError) for a snippet it cannot split."""
-    tree = ast.parse(snippet)
+    tree = _substitute_target_aliases(ast.parse(snippet))
     stored = _stored_names(tree)
     trusted = (set(trusted_names) | set(dir(builtins))) - stored - {"target"}
     for imp in _snippet_imports(tree):
         for a in imp.names:
             trusted.add((a.asname or a.name).split(".")[0])
     trusted |= set(HELPERS)
+    helpers = _pure_helpers(tree, trusted)
+    used_helpers = set()
     sites = []
 
     class Split(ast.NodeTransformer):
@@ -382,8 +399,9 @@ def plan(snippet, trusted_names):
                     out.append(ast.copy_location(ast.Assert(test=part, msg=None), node))
                     continue
                 _mark_chains(part)
-                holes = _Holes(trusted)
+                holes = _Holes(trusted, helpers)
                 check = holes.visit(part)
+                used_helpers.update(holes.used_helpers)
                 sites.append(ast.unparse(check))
                 call = ast.Call(func=ast.Name(id="__record", ctx=ast.Load()),
                                 args=[ast.Constant(value=len(sites) - 1),
@@ -398,8 +416,90 @@ def plan(snippet, trusted_names):
         line = next(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "target")
         raise PlanError("line %d uses `target` outside an assertion (only assertions that "
                         "compare against `target` are supported)" % line)
-    imports = ast.Module(body=_snippet_imports(ast.parse(snippet)), type_ignores=[])
+    preamble = _snippet_imports(ast.parse(snippet))
+    if used_helpers:
+        # Every pure helper (they may call each other), defined as the test wrote them.
+        preamble += [copy.deepcopy(helpers[name]) for name in sorted(helpers)]
+    imports = ast.Module(body=preamble, type_ignores=[])
     return {"agent": ast.unparse(tree), "sites": sites, "imports": ast.unparse(imports)}
+
+
+def _substitute_target_aliases(tree):
+    """Upstream's tests often unpack the target first (`a, b, c = target`, `x = target`): the
+    statement goes and each name becomes `target[i]` (or `target`) where it is read, so the
+    comparisons are against `target` again. A name taken from `target` that is assigned again
+    is refused."""
+    aliases, body = {}, []
+    for stmt in tree.body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.value, ast.Name) and stmt.value.id == "target"):
+            t = stmt.targets[0]
+            if isinstance(t, ast.Name):
+                aliases[t.id] = None
+                continue
+            if isinstance(t, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name)
+                                                            for e in t.elts):
+                for i, e in enumerate(t.elts):
+                    aliases[e.id] = i
+                continue
+        body.append(stmt)
+    if not aliases:
+        return tree
+    tree.body = body
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in aliases and not isinstance(n.ctx, ast.Load):
+            raise PlanError("`%s` is taken from `target` and then assigned again" % n.id)
+        if isinstance(n, ast.arg) and n.arg in aliases:
+            raise PlanError("`%s` is taken from `target` and is also a parameter" % n.arg)
+
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id not in aliases:
+                return node
+            ref = ast.Name(id="target", ctx=ast.Load())
+            if aliases[node.id] is not None:
+                ref = ast.Subscript(value=ref, slice=ast.Constant(value=aliases[node.id]),
+                                    ctx=ast.Load())
+            return ast.copy_location(ref, node)
+    tree = Sub().visit(tree)
+    ast.fix_missing_locations(tree)
+    return tree
+
+
+def _pure_helpers(tree, trusted):
+    """{name: def} of the top-level functions the snippet defines that are pure test code: every
+    name they read is a parameter or local of theirs, a trusted name (the problem's
+    dependencies, builtins, the snippet's imports, scicode.compare) or another pure helper; no
+    `global`/`nonlocal`. Only these may be called on `target`, on the trusted side: there they
+    get recorded data, never an object of the agent's."""
+    defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+
+    def free(fn):
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fn)):
+            return None
+        bound = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                bound.add(n.id)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn:
+                bound.add(n.name)
+            elif isinstance(n, ast.arg):
+                bound.add(n.arg)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    bound.add((a.asname or a.name).split(".")[0])
+        loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        return loads - bound
+    frees = {name: free(fn) for name, fn in defs.items()}
+    pure = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, names in frees.items():
+            if name not in pure and names is not None and names <= trusted | pure | {name}:
+                pure.add(name)
+                changed = True
+    return {name: defs[name] for name in pure}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,12 +613,12 @@ def assemble(pieces):
     return build(tree)
 
 
-def derive_case(snippet, gold_ns, tns):
-    """(encoded target, record count) of one snippet run with the gold code loaded in
-    `gold_ns` (None, 0 for a snippet that checks itself)."""
+def derive_case(snippet, ns, tns):
+    """(encoded target, record count) of one snippet run in `ns` (the step's namespace, with
+    the gold code loaded; the snippet's names stay in it for the step's later cases, as in
+    upstream's harness). (None, 0) for a snippet that checks itself."""
     p = plan(snippet, tns)
     events = []
-    ns = dict(gold_ns)
     ns["__record"] = lambda site, values: events.append((site, list(values)))
     exec(compile(p["agent"], "<test>", "exec"), ns)
     if not p["sites"]:
@@ -790,7 +890,7 @@ def perturbed_case(snippet, gold_ns, tns, seed, functions):
         return None, "no float input to perturb"
     try:
         np.random.seed(0)
-        target, records = derive_case(text, gold_ns, tns)
+        target, records = derive_case(text, dict(gold_ns), tns)
     except Exception as exc:  # noqa: BLE001 (the gold code may reject the input: no copy)
         return None, "the gold code fails on the perturbed inputs: %s" % type(exc).__name__
     if target is None or not _finite(target):
@@ -839,10 +939,13 @@ def _run_cases(deps, agent_src, agent_path, cases, timeout, fail_fast):
         signal.alarm(0)
         return "error", [], _short("loading the solution failed:\n" + traceback.format_exc())
     results = []
+    # Upstream's harness: a step's cases run in order in one namespace (a later case may use
+    # what an earlier one defined).
+    ns = dict(base)
     for i, case in enumerate(cases):
         records = []
-        ns = dict(base)
-        ns["__record"] = lambda site, values: records.append([site, [encode(v) for v in values]])
+        ns["__record"] = lambda site, values, records=records: records.append(
+            [site, [encode(v) for v in values]])
         start = time.monotonic()
         try:
             signal.alarm(timeout)
@@ -947,7 +1050,9 @@ def _canaries(rng, trusted_names):
     fresh per run."""
     a, b = rng.randint(1000, 10 ** 6), rng.randint(1, 999)
     x = a / 7.0
-    name = lambda: rng.choice("xyzuvw") + rng.choice(["", "_in", "0", "_ref", "s"])
+    # The step's cases share one namespace: a canary's names must not be a test's.
+    name = lambda: (rng.choice("xyzuvw") + rng.choice(["", "_in", "0", "_ref", "s"])
+                    + str(rng.randint(100, 10 ** 6)))
     n1, n2 = name(), name()
     out = [("%s = %d\nassert %s == %d" % (n1, a, n1, a), True),
            ("%s = %d + 1\nassert %s == %d" % (n1, a, n1, a), False)]

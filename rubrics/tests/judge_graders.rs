@@ -60,9 +60,8 @@ async fn mock() -> (String, Seen) {
 }
 
 #[tokio::test]
-async fn paperbench_discrepancy_and_invalid_judge() {
-    let shared = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/benchmarks/paperbench/fixtures");
+async fn shared_data_paperbench_discrepancy_and_invalid_judge() {
+    let shared = bench_data::path("paperbench/fixtures");
     let rubric = std::fs::read(shared.join("hex_flags.json")).expect("fixture");
     let gold = |i: u32| {
         std::fs::read(shared.join(format!("submissions/hex_flags/gold/{i}.txt")))
@@ -185,9 +184,8 @@ fn without_attempts(mut v: Value) -> Value {
 }
 
 #[tokio::test]
-async fn regrading_with_cached_verdicts_asks_nothing_and_gives_the_identical_grade() {
-    let shared = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/benchmarks/paperbench/fixtures");
+async fn shared_data_regrading_with_cached_verdicts_asks_nothing_and_gives_the_identical_grade() {
+    let shared = bench_data::path("paperbench/fixtures");
     let rubric = std::fs::read(shared.join("hex_flags.json")).expect("fixture");
     let gold = |i: u32| {
         std::fs::read(shared.join(format!("submissions/hex_flags/gold/{i}.txt")))

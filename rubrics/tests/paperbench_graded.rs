@@ -5,13 +5,11 @@ use std::path::PathBuf;
 use rubrics::paperbench::{CategoryFilter, Node, aggregate, aggregate_file, aggregate_with};
 
 fn shared(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/benchmarks")
-        .join(rel)
+    bench_data::path(rel)
 }
 
 #[test]
-fn semantic_self_consistency_root_is_reproduced_from_leaves() {
+fn shared_data_semantic_self_consistency_root_is_reproduced_from_leaves() {
     let tree = Node::load(&shared("paperbench/graded/semantic-self-consistency.json"))
         .expect("vendored graded tree loads");
     let stored = tree.score.expect("root has a stored score");
@@ -42,7 +40,7 @@ fn semantic_self_consistency_root_is_reproduced_from_leaves() {
 }
 
 #[test]
-fn ungraded_rubrics_load() {
+fn shared_data_ungraded_rubrics_load() {
     for f in [
         "semantic-self-consistency.json",
         "stochastic-interpolants.json",

@@ -30,9 +30,9 @@ fn read(path: PathBuf) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn gold_passes_every_step_and_mutants_fail() {
+async fn shared_data_gold_passes_every_step_and_mutants_fail() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let problems = read(manifest.join("../../shared/benchmarks/scicode/problems_dev.jsonl"));
+    let problems = read(bench_data::path("scicode/problems_dev.jsonl"));
     let prepare = read(manifest.join("tests/scicode/prepare.py"));
     let kill = read(manifest.join("tests/scicode/kill.py"));
     let runner = read(manifest.join("python/scicode_runner.py"));

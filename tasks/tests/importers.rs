@@ -14,8 +14,9 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// The benchmark samples (`RB_BENCHMARKS`, default `../shared/benchmarks`).
 fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks")
+    bench_data::dir()
 }
 
 #[test]
@@ -201,7 +202,7 @@ fn mmsicode_fixtures_import_in_every_language() {
 }
 
 #[test]
-fn paperbench_rubrics_import() {
+fn shared_data_paperbench_rubrics_import() {
     let dest = tempfile::tempdir().expect("tempdir");
     let fixtures = shared().join("paperbench/fixtures");
     for name in ["hex_flag", "hex_flags", "nested_hex_flags"] {
@@ -250,7 +251,7 @@ fn paperbench_rubrics_import() {
 }
 
 #[test]
-fn scicoqa_records_import_one_task_per_paper() {
+fn shared_data_scicoqa_records_import_one_task_per_paper() {
     let dest = tempfile::tempdir().expect("tempdir");
     let src = shared().join("scicoqa/scicoqa-real.jsonl");
     let dirs = scicoqa::import(&src, dest.path(), &Default::default()).expect("import");

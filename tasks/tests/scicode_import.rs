@@ -1,7 +1,7 @@
 //! Importing the vendored SciCode problems in a real Docker sandbox: targets are derived from
 //! the gold code, the gold code passes every step, and a seeded wrong answer fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sandbox::docker::DockerBackend;
 use sandbox::{Backend, Owner, Role};
@@ -9,7 +9,7 @@ use tasks::import::scicode::{self, PreviousSteps, ScicodeOptions};
 use tasks::{TaskKind, load_task};
 
 fn problems() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks/scicode/problems_dev.jsonl")
+    bench_data::path("scicode/problems_dev.jsonl")
 }
 
 /// The platform's python image (built from its recipe if missing; a no-op when present).
@@ -32,7 +32,7 @@ fn owner() -> Owner {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
+async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
     let backend = DockerBackend::connect().await.expect("docker daemon");
     let image = python_image(&backend).await;
     let owner = owner();
@@ -124,7 +124,7 @@ async fn imported_scicode_gold_passes_every_step_and_a_wrong_answer_fails() {
 /// `sigma_y` with `+1j`, invisible on real sparse states) passes the own cases and fails the
 /// perturbed copies. Off by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn perturbed_inputs_reach_a_fault_the_benchmark_inputs_cannot_see() {
+async fn shared_data_perturbed_inputs_reach_a_fault_the_benchmark_inputs_cannot_see() {
     let backend = DockerBackend::connect().await.expect("docker daemon");
     let image = python_image(&backend).await;
     let owner = owner();
@@ -281,4 +281,106 @@ async fn encoded_targets_round_trip_through_the_cases_file() {
     ] {
         assert!(text.contains(tag), "no {tag} in {text}");
     }
+}
+
+/// Upstream's harness semantics: a step's cases run in order in one namespace (case 2 uses the
+/// `x` case 1 defined), `a, b = target` unpacking, and a helper the case defines that its
+/// assertion calls on `target` (pure test code: it runs on the trusted side, on recorded data).
+/// Gold passes; a wrong answer fails exactly the cases it should; a helper that calls the code
+/// under test on `target` is refused at import.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_namespace_unpacking_and_case_helpers() {
+    let backend = DockerBackend::connect().await.expect("docker daemon");
+    let image = python_image(&backend).await;
+    let owner = owner();
+    let run_id = owner.run_id.clone();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = |tests: &[&str]| {
+        serde_json::json!({
+            "problem_id": "ns",
+            "problem_description_main": "Double and split.",
+            "required_dependencies": "import numpy as np",
+            "sub_steps": [{
+                "step_number": "ns.1",
+                "step_description_prompt": "Write f and g.",
+                "ground_truth_code": "def f(v):\n    return 2 * v\n\n\ndef g(v):\n    return v.min(), v.max()\n",
+                "function_header": "def f(v):",
+                "test_cases": tests,
+                "return_line": null,
+            }],
+        })
+        .to_string()
+            + "\n"
+    };
+    let tests = [
+        "x = np.array([1.0, 2.0, 4.0])\nassert np.allclose(f(x), target)",
+        "assert np.allclose(f(x + 1), target)",
+        "lo, hi = target\nassert np.isclose(g(x)[0], lo) and np.isclose(g(x)[1], hi)",
+        "def close(a, b):\n    return np.allclose(np.sort(a), np.sort(b))\nassert close(f(x[::-1]), target)",
+    ];
+    let src = dir.path().join("ns.jsonl");
+    std::fs::write(&src, record(&tests)).expect("write");
+    let mut options = ScicodeOptions::new(image, owner);
+    options.timeout = std::time::Duration::from_secs(300);
+    let done = scicode::import_all(&src, &dir.path().join("out"), &options, &backend)
+        .await
+        .expect("import");
+    assert!(done.failed.is_empty(), "{:?}", done.failed);
+    let task = &done.written[0];
+    let cases: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(task.join("hidden").join(scicode::CASES_FILE)).expect("cases"),
+    )
+    .expect("parse");
+    let targets: Vec<String> = cases["steps"][0]["test_cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c["target"].to_string())
+        .collect();
+    assert!(targets[1].contains("[4.0,6.0,10.0]"), "{targets:?}");
+    assert_eq!(targets[2], r#"{"$tuple":[1.0,4.0]}"#);
+
+    let cases_path = task.join("hidden").join(scicode::CASES_FILE);
+    let gold = task.join("solution").join("solution.py");
+    let report = scicode::check_in_sandbox(&backend, &options, &cases_path, &gold)
+        .await
+        .expect("check gold");
+    assert!(report.passed, "{report:?}");
+    assert_eq!(report.steps[0].passed, 4);
+    // `g` with min and max swapped: only the unpacking case fails.
+    let wrong = dir.path().join("wrong.py");
+    std::fs::write(
+        &wrong,
+        "import numpy as np\n\ndef f(v):\n    return 2 * v\n\n\ndef g(v):\n    return v.max(), v.min()\n",
+    )
+    .expect("write");
+    let report = scicode::check_in_sandbox(&backend, &options, &cases_path, &wrong)
+        .await
+        .expect("check wrong");
+    assert!(!report.passed);
+    assert_eq!(report.steps[0].passed, 3, "{report:?}");
+    assert!(
+        report.steps[0].errors[0].starts_with("case 3"),
+        "{report:?}"
+    );
+
+    // A helper that runs the code under test on `target` is not pure test code: refused.
+    let impure = dir.path().join("impure.jsonl");
+    std::fs::write(
+        &impure,
+        record(&[
+            "def close(a, b):\n    return np.allclose(f(a), b)\nassert close(np.ones(2), target)",
+        ]),
+    )
+    .expect("write");
+    let done = scicode::import_all(&impure, &dir.path().join("impure"), &options, &backend)
+        .await
+        .expect("import");
+    let _ = backend.reap(Some(&run_id)).await;
+    assert!(done.written.is_empty());
+    assert!(
+        done.failed[0].cause.contains("a function the test defines"),
+        "{}",
+        done.failed[0]
+    );
 }

@@ -18,6 +18,7 @@ use super::reattach::{self, Left, Resumed};
 use super::record::Parts;
 use super::resources::Resources;
 use super::{collect, drive, grade, launch, prepare, record};
+use crate::agents::AgentSpec;
 use crate::model::TrialResult;
 use crate::store::AttemptKind;
 
@@ -39,6 +40,9 @@ enum How {
 pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
     let span = info_span!("trial", trial_id = %crate::identity::short(&input.planned.id), task = %input.planned.task_id, agent = %input.planned.agent);
     async {
+        if input.agent == AgentSpec::Oracle && input.task.oracle_solution().is_none() {
+            return record::no_reference(env.backend.name() == "docker");
+        }
         let mut left = env.leftovers.take(&input.planned.id);
         // What the trial's flags must say about its history (reattached, started over).
         let mut notes: Vec<String> = Vec::new();

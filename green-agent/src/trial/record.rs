@@ -89,6 +89,20 @@ pub(crate) fn incompatible(error: String, attempts: u32, isolated: bool) -> Tria
     }
 }
 
+/// The `oracle` on a task without a reference solution: not run, not graded, not a failure.
+pub(crate) fn no_reference(isolated: bool) -> TrialResult {
+    TrialResult {
+        outcome: Outcome::NoReference,
+        attempts: 0,
+        flags: vec!["no_reference".into()],
+        error: Some(
+            "the task has no reference solution (no solution/ folder): the oracle has nothing to run"
+                .into(),
+        ),
+        ..infra_failure(String::new(), 0, isolated)
+    }
+}
+
 /// The result of a trial the platform could not run (after its retries).
 pub(crate) fn infra_failure(error: String, attempts: u32, isolated: bool) -> TrialResult {
     TrialResult {

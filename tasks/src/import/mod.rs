@@ -1,7 +1,8 @@
 //! Importers: turn a benchmark's own layout into task folders (`task.toml` + `workspace/`,
 //! `hidden/`, `solution/`), each validated by [`crate::load_task`] before it is reported.
 //!
-//! - [`scicode`]: SciCode JSONL; targets derived by running gold code in a sandbox.
+//! - [`scicode`]: SciCode JSONL; targets from a targets file ([`scicode_h5`]) or derived by
+//!   running gold code in a sandbox.
 //! - [`prbench`]: PRBench task folders (`task.yaml`, `instruction.md`, `data/`, `reproduce/`).
 //! - [`paperbench`]: PaperBench rubric trees.
 //! - [`scicoqa`]: SciCoQA discrepancy records (JSONL).
@@ -21,6 +22,7 @@ pub mod mmsicode;
 pub mod paperbench;
 pub mod prbench;
 pub mod scicode;
+pub mod scicode_h5;
 pub mod scicoqa;
 
 /// The source formats `green-agent tasks import KIND SRC DEST` understands.
@@ -128,6 +130,9 @@ pub enum ImportError {
     /// Deriving targets from gold code failed.
     #[error("deriving targets failed:\n{0}")]
     Derive(String),
+    /// A SciCode targets file (`--targets test_data.h5`) could not be read or written.
+    #[error("targets file: {0}")]
+    Targets(String),
     /// Some problems could not be imported (each names its step, test case, cause and limit).
     #[error("{} problem(s) not imported:\n{}", .0.len(), .0.iter().map(|f| format!("  {f}")).collect::<Vec<_>>().join("\n"))]
     Problems(Vec<scicode::ProblemFailure>),

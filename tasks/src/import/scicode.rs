@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rubrics::{Check, GraderSpec, GradingSpec};
+
+use super::scicode_h5;
 use sandbox::{Backend, ExecRequest, Limits, NetworkPolicy, Owner, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +85,11 @@ pub struct ScicodeOptions {
     pub perturbed_inputs: bool,
     /// Only these problem ids (all when empty).
     pub only: Vec<String>,
+    /// Upstream's targets file (`test_data.h5`, `--targets`): its targets win over derived
+    /// ones, and a problem without gold code is imported from it (without an oracle).
+    pub targets: Option<PathBuf>,
+    /// The Python (with h5py) that reads the targets file ([`scicode_h5::default_python`]).
+    pub python: PathBuf,
 }
 
 impl ScicodeOptions {
@@ -102,6 +109,8 @@ impl ScicodeOptions {
             verify_gold: true,
             perturbed_inputs: false,
             only: Vec::new(),
+            targets: None,
+            python: scicode_h5::default_python(),
         }
     }
 }
@@ -109,15 +118,15 @@ impl ScicodeOptions {
 #[derive(Debug, Clone, Deserialize)]
 struct Problem {
     problem_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     problem_name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     problem_description_main: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     problem_background_main: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     problem_io: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     required_dependencies: String,
     sub_steps: Vec<SubStep>,
 }
@@ -125,15 +134,22 @@ struct Problem {
 #[derive(Debug, Clone, Deserialize)]
 struct SubStep {
     step_number: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     step_description_prompt: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     step_background: String,
-    ground_truth_code: String,
+    /// Absent from the test set's records (graded from a targets file instead).
+    #[serde(default)]
+    ground_truth_code: Option<String>,
     function_header: String,
     test_cases: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     return_line: String,
+}
+
+/// A text field that a record may also give as `null` (the test set's `return_line`).
+fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Debug, Serialize)]
@@ -152,8 +168,11 @@ struct DeriveProblem<'a> {
 struct DeriveStep<'a> {
     step_id: &'a str,
     function_header: &'a str,
-    gold_code: &'a str,
+    gold_code: Option<&'a str>,
     tests: &'a [String],
+    /// From the targets file, one per test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    targets: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -163,6 +182,29 @@ struct DeriveOutput {
     /// Per problem, how long the gold code's slowest case took (with `verify_gold`).
     #[serde(default)]
     slowest_case_secs: BTreeMap<String, f64>,
+    #[serde(default)]
+    disagreements: Vec<Disagreement>,
+}
+
+/// A test whose published target (the targets file) differs from the one derived from gold
+/// code; the published one is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Disagreement {
+    pub problem_id: String,
+    pub step_id: String,
+    /// 1-based test case of the step.
+    pub test: usize,
+    pub why: String,
+}
+
+impl std::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "problem {}, step {}, test {}: the targets file and the gold code disagree: {}",
+            self.problem_id, self.step_id, self.test, self.why
+        )
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -279,11 +321,13 @@ impl std::fmt::Display for ProblemFailure {
     }
 }
 
-/// What a SciCode import did: the task folders written and the problems that failed.
+/// What a SciCode import did: the task folders written, the problems that failed, and the
+/// tests whose published and derived targets differ (imported with the published one).
 #[derive(Debug, Default)]
 pub struct ScicodeImport {
     pub written: Vec<PathBuf>,
     pub failed: Vec<ProblemFailure>,
+    pub disagreements: Vec<Disagreement>,
 }
 
 /// The result of running a solution against a cases file (`scicode_targets.py check`).
@@ -370,31 +414,109 @@ pub async fn import_all(
             return Err(ImportError::DestinationExists { path: root });
         }
     }
+    let mut failed = Vec::new();
+    // Steps upstream does not test (13.6, 62.1, 76.3): their code is given to the agent, from
+    // the gold code or from upstream's `step_<id>.txt` beside the problems file.
+    let mut given = BTreeMap::new();
+    for problem in &problems {
+        match given_code(problem, src) {
+            Ok(code) => {
+                given.insert(problem.problem_id.clone(), code);
+            }
+            Err(cause) => failed.push(ProblemFailure::new(
+                &problem.problem_id,
+                None,
+                None,
+                "given code",
+                cause,
+                None,
+                options,
+            )),
+        }
+    }
+    problems.retain(|p| given.contains_key(&p.problem_id));
+    let mut published = match &options.targets {
+        Some(file) => {
+            let steps: Vec<scicode_h5::StepRequest> = problems
+                .iter()
+                .flat_map(|p| {
+                    tested(p).map(|s| scicode_h5::StepRequest {
+                        step_id: s.step_number.clone(),
+                        tests: s.test_cases.len(),
+                    })
+                })
+                .collect();
+            let read = scicode_h5::read(&options.python, file, &steps, options.timeout).await?;
+            for e in read.errors {
+                if let Some(p) = problems
+                    .iter()
+                    .find(|p| p.sub_steps.iter().any(|s| s.step_number == e.step_id))
+                {
+                    failed.push(ProblemFailure::new(
+                        &p.problem_id,
+                        Some(e.step_id),
+                        Some(e.test),
+                        "targets",
+                        format!("{}: {}", file.display(), e.cause),
+                        None,
+                        options,
+                    ));
+                }
+            }
+            Some(read.steps)
+        }
+        None => None,
+    };
+    problems.retain(|p| {
+        if failed.iter().any(|f| f.problem_id == p.problem_id) {
+            return false;
+        }
+        if published.is_none() && !has_gold(p) {
+            failed.push(ProblemFailure::new(
+                &p.problem_id,
+                None,
+                None,
+                "derive",
+                "the record has no gold code (`ground_truth_code`), so its targets cannot be \
+                 derived: pass upstream's targets file with `--targets test_data.h5`"
+                    .into(),
+                None,
+                options,
+            ));
+            return false;
+        }
+        true
+    });
     let input = DeriveInput {
         problems: problems
             .iter()
             .map(|p| DeriveProblem {
                 problem_id: &p.problem_id,
                 required_dependencies: &p.required_dependencies,
-                steps: p
-                    .sub_steps
-                    .iter()
+                steps: tested(p)
                     .map(|s| DeriveStep {
                         step_id: &s.step_number,
                         function_header: &s.function_header,
-                        gold_code: &s.ground_truth_code,
+                        gold_code: s.ground_truth_code.as_deref(),
                         tests: &s.test_cases,
+                        targets: published.as_mut().and_then(|t| t.remove(&s.step_number)),
                     })
                     .collect(),
             })
             .collect(),
     };
     let input = serde_json::to_vec(&input).map_err(|err| ImportError::Derive(err.to_string()))?;
-    let golds: Vec<(String, String)> = problems
+    let golds: Vec<(String, Option<String>)> = problems
         .iter()
-        .map(|p| (p.problem_id.clone(), gold_solution(p, p.sub_steps.len())))
+        .map(|p| {
+            let gold =
+                has_gold(p).then(|| solution_code(p, &given[&p.problem_id], p.sub_steps.len()));
+            (p.problem_id.clone(), gold)
+        })
         .collect();
-    let (mut cases, mut failed) = derive_in_sandbox(backend, options, &input, &golds).await?;
+    let (mut cases, derive_failed, disagreements) =
+        derive_in_sandbox(backend, options, &input, &golds).await?;
+    failed.extend(derive_failed);
 
     let mut written = Vec::new();
     for problem in &problems {
@@ -412,7 +534,7 @@ pub async fn import_all(
             }
             continue;
         };
-        match write_task(problem, cases, options, dest) {
+        match write_task(problem, &given[&problem.problem_id], cases, options, dest) {
             Ok(dir) => written.push(dir),
             Err(err) => failed.push(ProblemFailure::new(
                 &problem.problem_id,
@@ -425,20 +547,72 @@ pub async fn import_all(
             )),
         }
     }
-    Ok(ScicodeImport { written, failed })
+    Ok(ScicodeImport {
+        written,
+        failed,
+        disagreements,
+    })
+}
+
+/// The steps upstream tests (those with test cases).
+fn tested(problem: &Problem) -> impl Iterator<Item = &SubStep> {
+    problem
+        .sub_steps
+        .iter()
+        .filter(|s| !s.test_cases.is_empty())
+}
+
+/// Whether every tested step has gold code (then targets can be derived, and an oracle exists).
+fn has_gold(problem: &Problem) -> bool {
+    tested(problem).all(|s| s.ground_truth_code.is_some())
+}
+
+/// The code of each untested step (step id → code): its gold code, else upstream's
+/// `step_<id>.txt` beside the problems file. Err names the missing file.
+fn given_code(problem: &Problem, src: &Path) -> Result<BTreeMap<String, String>, String> {
+    let dir = src.parent().unwrap_or(Path::new("."));
+    let mut out = BTreeMap::new();
+    for step in problem.sub_steps.iter().filter(|s| s.test_cases.is_empty()) {
+        let code = match &step.ground_truth_code {
+            Some(code) => code.clone(),
+            None => {
+                let file = dir.join(format!("step_{}.txt", step.step_number));
+                std::fs::read_to_string(&file).map_err(|err| {
+                    format!(
+                        "step {} is not tested upstream and its code is given to the agent, \
+                         but {} cannot be read ({err}): put upstream's code for it there",
+                        step.step_number,
+                        file.display()
+                    )
+                })?
+            }
+        };
+        out.insert(step.step_number.clone(), code);
+    }
+    Ok(out)
+}
+
+/// A step's code for a solution file: its gold code or the given code of an untested step.
+fn step_code<'a>(step: &'a SubStep, given: &'a BTreeMap<String, String>) -> Option<&'a str> {
+    given
+        .get(&step.step_number)
+        .map(String::as_str)
+        .or(step.ground_truth_code.as_deref())
 }
 
 fn task_id(problem: &Problem) -> String {
     format!("scicode-{}", super::slug(&problem.problem_id))
 }
 
-/// Dependencies, then the gold code of the first `steps` steps.
-fn gold_solution(problem: &Problem, steps: usize) -> String {
+/// Dependencies, then the code (gold or given) of the first `steps` steps that have any.
+fn solution_code(problem: &Problem, given: &BTreeMap<String, String>, steps: usize) -> String {
     let mut out = problem.required_dependencies.trim_end().to_owned();
     out.push_str("\n\n");
     for step in problem.sub_steps.iter().take(steps) {
-        out.push_str(step.ground_truth_code.trim_end());
-        out.push_str("\n\n\n");
+        if let Some(code) = step_code(step, given) {
+            out.push_str(code.trim_end());
+            out.push_str("\n\n\n");
+        }
     }
     out
 }
@@ -525,8 +699,15 @@ async fn derive_in_sandbox(
     backend: &dyn Backend,
     options: &ScicodeOptions,
     input: &[u8],
-    golds: &[(String, String)],
-) -> Result<(BTreeMap<String, serde_json::Value>, Vec<ProblemFailure>), ImportError> {
+    golds: &[(String, Option<String>)],
+) -> Result<
+    (
+        BTreeMap<String, serde_json::Value>,
+        Vec<ProblemFailure>,
+        Vec<Disagreement>,
+    ),
+    ImportError,
+> {
     let staging = staging_dir()?;
     let write = |name: &str, bytes: &[u8]| {
         let path = staging.path().join(name);
@@ -536,7 +717,9 @@ async fn derive_in_sandbox(
     write("scicode_runner.py", RUNNER_SCRIPT.as_bytes())?;
     write("problems.json", input)?;
     for (index, (_, gold)) in golds.iter().enumerate() {
-        write(&format!("gold_{index}.py"), gold.as_bytes())?;
+        if let Some(gold) = gold {
+            write(&format!("gold_{index}.py"), gold.as_bytes())?;
+        }
     }
     let out_dir = staging_dir()?;
     // Copied out as a folder (the sandbox copies items to the exact destination path).
@@ -583,6 +766,7 @@ async fn derive_in_sandbox(
         problems: BTreeMap::new(),
         errors: Vec::new(),
         slowest_case_secs: BTreeMap::new(),
+        disagreements: Vec::new(),
     });
     let mut failures: Vec<ProblemFailure> = derived
         .errors
@@ -639,7 +823,7 @@ async fn derive_in_sandbox(
             map.insert(SLOWEST_KEY.into(), serde_json::json!(secs));
         }
     }
-    Ok((problems, failures))
+    Ok((problems, failures, derived.disagreements))
 }
 
 fn parse_report(stdout: &[u8]) -> Result<CheckReport, ImportError> {
@@ -712,6 +896,7 @@ fn step_prompt(step: &SubStep, with_background: bool) -> String {
 
 fn write_task(
     problem: &Problem,
+    given: &BTreeMap<String, String>,
     mut cases: serde_json::Value,
     options: &ScicodeOptions,
     dest: &Path,
@@ -723,6 +908,14 @@ fn write_task(
     let id = task_id(problem);
     let steps = &problem.sub_steps;
     let gold_mode = options.previous_steps == PreviousSteps::Gold && steps.len() > 1;
+    let reference = has_gold(problem);
+    if gold_mode && !reference {
+        return Err(ImportError::Derive(
+            "the gold-previous-steps setting needs the gold code of every step; this record has \
+             none (import it in the default setting)"
+                .into(),
+        ));
+    }
     if gold_mode {
         // Only the last step is the agent's to write and to be graded.
         if let Some(list) = cases.get_mut("steps").and_then(|s| s.as_array_mut()) {
@@ -764,13 +957,31 @@ fn write_task(
              add the last step ({}); only the last step is graded.\n",
             steps[steps.len() - 1].step_number
         ));
+    } else if !given.is_empty() {
+        let ids: Vec<&str> = given.keys().map(String::as_str).collect();
+        instruction.push_str(&format!(
+            "\n`{SOLUTION_FILE}` already holds the code of step(s) {} (given, as in SciCode's own \
+             prompts; not graded). Keep it and add the other steps.\n",
+            ids.join(", ")
+        ));
     }
     dir.write("instruction.md", instruction)?;
     if gold_mode {
         dir.write(
             &format!("workspace/{SOLUTION_FILE}"),
-            gold_solution(problem, steps.len() - 1),
+            solution_code(problem, given, steps.len() - 1),
         )?;
+    } else if !given.is_empty() {
+        let mut code = problem.required_dependencies.trim_end().to_owned();
+        code.push_str("\n\n");
+        for step in steps.iter().filter(|s| given.contains_key(&s.step_number)) {
+            code.push_str(&format!(
+                "# Step {} (given)\n{}\n\n\n",
+                step.step_number,
+                given[&step.step_number].trim_end()
+            ));
+        }
+        dir.write(&format!("workspace/{SOLUTION_FILE}"), code)?;
     } else {
         dir.write(
             "workspace/README.md",
@@ -780,14 +991,17 @@ fn write_task(
     let cases_text =
         serde_json::to_string(&cases).map_err(|err| ImportError::Derive(err.to_string()))?;
     dir.write(&format!("hidden/{CASES_FILE}"), cases_text)?;
-    dir.write(
-        &format!("solution/{SOLUTION_FILE}"),
-        gold_solution(problem, steps.len()),
-    )?;
-    dir.write_script(
-        "solution/solve.sh",
-        &format!("#!/bin/sh\n# Oracle: the gold code of every step (cwd = /workspace).\nset -eu\ncp /oracle/solution/{SOLUTION_FILE} {SOLUTION_FILE}\n"),
-    )?;
+    // A record without gold code (the test set) has no reference solution: no oracle.
+    if reference {
+        dir.write(
+            &format!("solution/{SOLUTION_FILE}"),
+            solution_code(problem, given, steps.len()),
+        )?;
+        dir.write_script(
+            "solution/solve.sh",
+            &format!("#!/bin/sh\n# Oracle: the gold code of every step (cwd = /workspace).\nset -eu\ncp /oracle/solution/{SOLUTION_FILE} {SOLUTION_FILE}\n"),
+        )?;
+    }
 
     let stages = steps
         .iter()
@@ -796,6 +1010,10 @@ fn write_task(
             let mut prompt = step_prompt(step, options.with_background);
             if gold_mode && i + 1 < steps.len() {
                 prompt.push_str("\n(Given: this step's code is already in `solution.py`.)\n");
+            } else if given.contains_key(&step.step_number) {
+                prompt.push_str(
+                    "\n(Given: this step's code is already in `solution.py`; it is not graded.)\n",
+                );
             }
             StageToml {
                 id: step.step_number.clone(),
@@ -826,6 +1044,18 @@ fn write_task(
         "previous_steps".into(),
         toml::Value::String(if gold_mode { "gold" } else { "agent" }.into()),
     );
+    metadata.insert(
+        "targets".into(),
+        toml::Value::String(
+            if options.targets.is_some() {
+                "published"
+            } else {
+                "derived"
+            }
+            .into(),
+        ),
+    );
+    metadata.insert("reference_solution".into(), toml::Value::Boolean(reference));
     let toml = TaskToml {
         id,
         kind: TaskKind::Scicode,
@@ -872,16 +1102,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_vendored_problems() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/benchmarks/scicode/problems_dev.jsonl");
+    fn shared_data_reads_the_vendored_problems() {
+        let src = bench_data::path("scicode/problems_dev.jsonl");
         let problems = read_problems(&src).expect("vendored SciCode problems parse");
         let ids: Vec<&str> = problems.iter().map(|p| p.problem_id.as_str()).collect();
         assert_eq!(
             ids,
             ["1", "3", "4", "6", "19", "29", "38", "44", "51", "70"]
         );
-        let gold = gold_solution(&problems[9], 8);
+        let gold = solution_code(&problems[9], &BTreeMap::new(), 8);
         assert!(gold.starts_with("import numpy as np"));
         assert_eq!(
             problems.iter().map(|p| p.sub_steps.len()).sum::<usize>(),

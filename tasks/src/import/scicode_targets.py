@@ -5,11 +5,15 @@ and runs it there):
   python3 scicode_targets.py derive PROBLEMS.json OUT.json PROBLEM_TIMEOUT_SECS MEMORY_MB [--verify]
           [--perturbed-inputs]
       PROBLEMS.json: {"problems": [{"problem_id", "required_dependencies",
-                       "steps": [{"step_id", "function_header", "gold_code", "tests": [snippet]}]}]}
+                       "steps": [{"step_id", "function_header", "gold_code" (or null),
+                                  "tests": [snippet], "targets": [encoded] (optional)}]}]}
       Writes {"problems": {<problem_id>: <cases>}, "errors": [<error>...],
-      "slowest_case_secs": {<problem_id>: seconds the gold code's slowest case took}} (rewritten after every
+      "slowest_case_secs": {<problem_id>: seconds the gold code's slowest case took},
+      "disagreements": [{"problem_id", "step_id", "test", "why"}]} (rewritten after every
       problem, so a crash keeps what was done), where <cases> is the `scicode_cases.json` format
-      and <error> is {"problem_id", "step_id", "test", "stage", "cause", "limit"}.
+      and <error> is {"problem_id", "step_id", "test", "stage", "cause", "limit"}. `targets`
+      (from a targets file) win over derived ones; a difference is a disagreement. A problem
+      with a gold file `gold_<index>.py` beside this script is verified with --verify.
   python3 scicode_targets.py check CASES.json SOLUTION.py
       Prints one JSON line: {"steps": [{"step_id", "passed", "total", "errors"}], "passed": bool}
 
@@ -57,71 +61,173 @@ def _cause(exc):
     return head + "\n" + "".join(traceback.format_list(frames[-3:])).rstrip()
 
 
-def _derive_case(snippet, gold_ns, tns):
-    """(target, record count) of one snippet, run with the gold code loaded."""
-    return runner.derive_case(snippet, gold_ns, tns)
+def disagreement(published, derived):
+    """None when a published target and a derived one are the same value (numbers and arrays
+    by `numpy.allclose` with `equal_nan`, sparse matrices as dense arrays, text exactly), else
+    where and how they differ."""
+    import numpy as np
+    try:
+        a, b = runner.decode(published), runner.decode(derived)
+    except Exception as exc:  # noqa: BLE001
+        return "a value does not decode: %s" % exc
+    return _differ(a, b, "target", np)
+
+
+def _differ(a, b, where, np):
+    if hasattr(a, "toarray"):
+        a = a.toarray()
+    if hasattr(b, "toarray"):
+        b = b.toarray()
+    if isinstance(a, dict) and isinstance(b, dict):
+        ka = {_key(k): v for k, v in a.items()}
+        kb = {_key(k): v for k, v in b.items()}
+        if set(ka) != set(kb):
+            return "%s: keys %s vs %s" % (where, sorted(map(repr, ka)), sorted(map(repr, kb)))
+        for k in ka:
+            why = _differ(ka[k], kb[k], "%s[%r]" % (where, k), np)
+            if why:
+                return why
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and not (
+            _numeric(a, np) and _numeric(b, np)):
+        if len(a) != len(b):
+            return "%s: %d vs %d values" % (where, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            why = _differ(x, y, "%s[%d]" % (where, i), np)
+            if why:
+                return why
+        return None
+    if isinstance(a, str) or isinstance(b, str):
+        return None if a == b else "%s: %r vs %r" % (where, a, b)
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        if x.dtype.kind in "OUS" or y.dtype.kind in "OUS":
+            return None if x.tolist() == y.tolist() else "%s: %r vs %r" % (where, a, b)
+        if x.shape != y.shape:
+            return "%s: shape %s vs %s" % (where, x.shape, y.shape)
+        if np.allclose(x, y, equal_nan=True):
+            return None
+        return "%s: differs by up to %.3g" % (where, float(np.max(np.abs(x - y))))
+    except (TypeError, ValueError) as exc:
+        return "%s: %r vs %r (%s)" % (where, a, b, exc)
+
+
+def _numeric(v, np):
+    try:
+        return np.asarray(v).dtype.kind in "biufc"
+    except (TypeError, ValueError):
+        return False
+
+
+def _key(k):
+    """Dict keys as upstream reads a targets file: a key that parses as a float is that float."""
+    if isinstance(k, bool):
+        return k
+    if isinstance(k, (int, float)):
+        return float(k)
+    if isinstance(k, str):
+        try:
+            return float(k)
+        except ValueError:
+            return k
+    return k
 
 
 def _derive_problem(problem, progress, perturbed=False):
     """In a child: the problem's cases, or raises after reporting where it was. With
     `perturbed`, each case comparing against `target` also gets a perturbed copy
-    (`runner.perturbed_case`), appended after the step's own cases."""
+    (`runner.perturbed_case`), appended after the step's own cases.
+
+    Upstream's semantics: a step's cases run in order in one namespace holding the gold code of
+    that step and of the steps before it. A step with `targets` (from a targets file) takes
+    them; with gold code too, each derived target is compared with the published one and a
+    difference is reported (`disagreements`), the published one kept. A step without gold code
+    takes the published targets after checking that every case can be graded."""
     runner.install_scicode_shim()
     deps = problem["required_dependencies"]
     tns = runner.trusted_namespace(deps)
     gold_ns = {"__name__": "__main__", "cmp_tuple_or_list": runner.cmp_tuple_or_list}
     exec(compile(deps, "<required_dependencies>", "exec"), gold_ns)
-    steps, errors, copies = [], [], 0
+    steps, errors, disagreements, copies = [], [], [], 0
+    pid = problem["problem_id"]
     for step in problem["steps"]:
         progress(step["step_id"], None)
-        try:
-            exec(compile(step["gold_code"], "<gold %s>" % step["step_id"], "exec"), gold_ns)
-        except MemoryError:
-            raise
-        except Exception as exc:
-            errors.append(_error(problem["problem_id"], step["step_id"], None, "gold code",
-                                 "loading the step's gold code raised " + _cause(exc)))
+        gold = step.get("gold_code")
+        published = step.get("targets")
+        if gold is not None:
+            try:
+                exec(compile(gold, "<gold %s>" % step["step_id"], "exec"), gold_ns)
+            except MemoryError:
+                raise
+            except Exception as exc:
+                errors.append(_error(pid, step["step_id"], None, "gold code",
+                                     "loading the step's gold code raised " + _cause(exc)))
+                continue
+        elif published is None:
+            errors.append(_error(pid, step["step_id"], None, "derive",
+                                 "the step has no gold code and no published targets: pass a "
+                                 "targets file (--targets test_data.h5)"))
             continue
+        step_ns = dict(gold_ns)
         cases = []
         for index, snippet in enumerate(step["tests"]):
             progress(step["step_id"], index + 1)
+            mine = published[index] if published is not None and index < len(published) else None
             try:
-                target, records = _derive_case(snippet, gold_ns, tns)
+                if gold is None:
+                    p = runner.plan(snippet, tns)
+                    target, records = (mine if p["sites"] else None), None
+                else:
+                    target, records = runner.derive_case(snippet, step_ns, tns)
             except MemoryError:
                 raise
             except runner.PlanError as exc:
-                errors.append(_error(problem["problem_id"], step["step_id"], index + 1,
+                errors.append(_error(pid, step["step_id"], index + 1,
                                      "derive", "unsupported test: %s" % exc))
                 continue
             except SyntaxError as exc:
-                errors.append(_error(problem["problem_id"], step["step_id"], index + 1,
+                errors.append(_error(pid, step["step_id"], index + 1,
                                      "derive", "the test does not parse: %s (line %s)"
                                      % (exc.msg, exc.lineno)))
                 continue
             except AssertionError as exc:
-                errors.append(_error(problem["problem_id"], step["step_id"], index + 1,
+                errors.append(_error(pid, step["step_id"], index + 1,
                                      "derive", "the gold code fails the test's own assertion: "
                                      + _cause(exc)))
                 continue
             except Exception as exc:
-                errors.append(_error(problem["problem_id"], step["step_id"], index + 1, "derive",
+                errors.append(_error(pid, step["step_id"], index + 1, "derive",
                                      "running the test with the gold code raised " + _cause(exc)))
+                continue
+            if gold is not None and published is not None and target is not None:
+                why = ("the targets file has no value for this test" if mine is None
+                       else disagreement(mine, target))
+                if why:
+                    disagreements.append({"problem_id": pid, "step_id": step["step_id"],
+                                          "test": index + 1, "why": why})
+                if mine is not None:
+                    target = mine
+            if gold is None and target is None and runner.plan(snippet, tns)["sites"]:
+                errors.append(_error(pid, step["step_id"], index + 1, "derive",
+                                     "the targets file has no value for this test"))
                 continue
             case = {"test": snippet, "target": target}
             if records:
                 case["records"] = records
             cases.append(case)
-        if perturbed:
+        if perturbed and gold is not None:
             originals = list(cases)
             for index, case in enumerate(originals):
                 if case["target"] is None:
                     continue
-                seed = zlib.crc32(("%s/%s/%d" % (problem["problem_id"], step["step_id"], index))
-                                  .encode())
+                seed = zlib.crc32(("%s/%s/%d" % (pid, step["step_id"], index)).encode())
                 try:
                     copy, _reason = runner.perturbed_case(
-                        case["test"], gold_ns, tns, seed,
-                        runner.step_functions(step["gold_code"]))
+                        case["test"], step_ns, tns, seed, runner.step_functions(gold))
+                    if copy is not None:
+                        # Graded after the step's own cases, in the same namespace.
+                        runner._np().random.seed(0)
+                        runner.derive_case(copy["test"], step_ns, tns)
                 except MemoryError:
                     raise
                 except Exception:  # noqa: BLE001 (a copy that cannot be made is left out)
@@ -132,10 +238,10 @@ def _derive_problem(problem, progress, perturbed=False):
                     copies += 1
         steps.append({"step_id": step["step_id"], "function_header": step["function_header"],
                       "test_cases": cases})
-    out = {"problem_id": problem["problem_id"], "required_dependencies": deps, "steps": steps}
+    out = {"problem_id": pid, "required_dependencies": deps, "steps": steps}
     if perturbed:
         out["perturbed_cases"] = copies
-    return out, errors
+    return out, errors, disagreements
 
 
 def _run_child(problem, timeout, perturbed=False):
@@ -151,8 +257,8 @@ def _run_child(problem, timeout, perturbed=False):
         def progress(step, test):
             w.write(json.dumps([step, test]) + "\n")
         try:
-            cases, errors = _derive_problem(problem, progress, perturbed)
-            payload = {"cases": cases, "errors": errors}
+            cases, errors, disagreements = _derive_problem(problem, progress, perturbed)
+            payload = {"cases": cases, "errors": errors, "disagreements": disagreements}
         except MemoryError:
             payload = {"memory_error": True}
         except BaseException:
@@ -268,13 +374,13 @@ def derive(problems_path, out_path, timeout, memory_mb, verify, perturbed=False)
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     os.chmod(HERE, 0o755)
     os.chmod(RUNNER, 0o644)
-    results, errors, timings = {}, [], {}
+    results, errors, timings, disagreements = {}, [], {}, []
 
     def save():
         tmp = out_path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"problems": results, "errors": errors, "slowest_case_secs": timings}, f,
-                      allow_nan=False)
+            json.dump({"problems": results, "errors": errors, "slowest_case_secs": timings,
+                       "disagreements": disagreements}, f, allow_nan=False)
         os.replace(tmp, out_path)
 
     for index, problem in enumerate(problems):
@@ -297,10 +403,12 @@ def derive(problems_path, out_path, timeout, memory_mb, verify, perturbed=False)
             errors.append(_error(pid, step, test, "derive", payload["crash"][-2000:]))
         elif payload["errors"]:
             errors.extend(payload["errors"])
+            disagreements.extend(payload.get("disagreements") or [])
         else:
             cases = payload["cases"]
-            if verify:
-                gold_path = os.path.join(HERE, "gold_%d.py" % index)
+            disagreements.extend(payload.get("disagreements") or [])
+            gold_path = os.path.join(HERE, "gold_%d.py" % index)
+            if verify and os.path.exists(gold_path):
                 os.chmod(gold_path, 0o644)
                 bad, slowest = _verify(pid, cases, gold_path, timeout, memory_mb)
                 if bad:
