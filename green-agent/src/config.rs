@@ -204,6 +204,10 @@ settings! {
     /// MY_TOKEN="Bearer ...": values are read from the environment when the agent is connected
     /// to, never stored or logged.
     [long = "agent-header"] agent_header: opt String = None;
+    /// Hosts an external agent's card may send the task to besides the host of its given URL
+    /// (comma-separated, e.g. `rpc.example.org`). Without it, a card whose JSON-RPC URL names
+    /// another host is refused (`agent_incompatible`), so a card cannot redirect the task.
+    [long = "allow-card-host"] allow_card_host: opt String = None;
     /// The one reply an agent asking for input (INPUT_REQUIRED) gets; asked again, its task is
     /// canceled.
     [long] input_reply: val String = "No further input is available; finish the task with what you have.".into();
