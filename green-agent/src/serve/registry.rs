@@ -109,6 +109,9 @@ impl Registry {
     /// Opens the records of an earlier service in `results_dir` (none: empty).
     pub fn open(results_dir: &Path, max_running: usize) -> Result<Self, String> {
         let file = records_file(results_dir);
+        if let Some(dir) = file.parent() {
+            crate::store::sweep_temp_files(dir);
+        }
         let records: Vec<Record> = match std::fs::read(&file) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 format!(
