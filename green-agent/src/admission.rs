@@ -273,6 +273,48 @@ impl Admission {
     }
 }
 
+/// The order trials take their slots in: the plan order (a resume's left trials first). Each
+/// trial waits for its turn ([`InOrder::turn`]) before it asks for any slot and gives the turn
+/// on (drops its [`Turn`]) once it holds them all, so no trial behind it starts first, however
+/// the runtime schedules their tasks.
+#[derive(Debug, Clone)]
+pub struct InOrder {
+    next: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Default for InOrder {
+    fn default() -> Self {
+        Self {
+            next: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+}
+
+/// A trial's turn to take its slots; the next one's begins when this is dropped (also when
+/// the trial's task is aborted or panics).
+#[derive(Debug)]
+pub struct Turn {
+    next: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.next.send_modify(|n| *n += 1);
+    }
+}
+
+impl InOrder {
+    /// Waits until every trial before the `n`-th (0-based) has given its turn on.
+    pub async fn turn(&self, n: usize) -> Turn {
+        let mut rx = self.next.subscribe();
+        // The sender lives in `self`: waiting cannot fail.
+        let _ = rx.wait_for(|next| *next >= n).await;
+        Turn {
+            next: self.next.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +479,48 @@ mod tests {
         }
         assert_eq!(gate.effective().0, 5);
         assert!(gate.effective().1.contains("reserves no memory"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn trials_take_their_slots_in_plan_order_and_never_beyond_the_limit() {
+        let order = InOrder::default();
+        let slots = Arc::new(tokio::sync::Semaphore::new(2));
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut set = tokio::task::JoinSet::new();
+        // Spawned last first: only the turns put them in order.
+        for i in (0..12).rev() {
+            let (order, slots, started) = (order.clone(), slots.clone(), started.clone());
+            let (running, most) = (running.clone(), most.clone());
+            set.spawn(async move {
+                let turn = order.turn(i).await;
+                let _slot = slots.acquire_owned().await.expect("slot");
+                drop(turn);
+                started.lock().expect("lock").push(i);
+                let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        // A trial aborted while it waits gives its turn on too.
+        let blocked = order.clone();
+        let aborted = tokio::spawn(async move {
+            let _turn = blocked.turn(12).await;
+            std::future::pending::<()>().await;
+        });
+        while set.join_next().await.is_some() {}
+        assert_eq!(
+            *started.lock().expect("lock"),
+            (0..12).collect::<Vec<_>>(),
+            "slots taken in plan order"
+        );
+        assert!(most.load(std::sync::atomic::Ordering::SeqCst) <= 2);
+        aborted.abort();
+        let _ = aborted.await;
+        tokio::time::timeout(Duration::from_secs(5), order.turn(13))
+            .await
+            .expect("the aborted trial's turn passed on");
     }
 }

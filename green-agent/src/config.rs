@@ -18,11 +18,21 @@ use serde::{Deserialize, Serialize};
 /// Default settings file looked up in the working directory.
 pub const DEFAULT_CONFIG_FILE: &str = "research-bench.toml";
 
+/// Most trials a run runs at once.
+pub const MAX_CONCURRENCY: usize = 1024;
+/// Most repeats of each (task, agent) pair.
+pub const MAX_REPEATS: u32 = 10_000;
+/// Largest cost cap (USD).
+pub const MAX_COST_USD: f64 = 1_000_000.0;
+
 /// A duration written the humantime way (`90s`, `30m`, `1h 30m`, `500ms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Span(pub Duration);
 
 impl Span {
+    /// The longest duration a setting takes: 365 days.
+    pub const MAX: Span = Span::secs(365 * 24 * 3600);
+
     pub const fn secs(s: u64) -> Self {
         Self(Duration::from_secs(s))
     }
@@ -37,9 +47,15 @@ impl Span {
 impl FromStr for Span {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s.trim())
-            .map(Span)
-            .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 500ms, 90s, 30m or 1h"))
+        let d = humantime::parse_duration(s.trim()).map_err(|e| {
+            format!("`{s}` is not a duration ({e}); write e.g. 500ms, 90s, 30m or 1h")
+        })?;
+        if d > Span::MAX.0 {
+            return Err(format!(
+                "`{s}` is longer than a duration may be here (0s to 365 days)"
+            ));
+        }
+        Ok(Span(d))
     }
 }
 
@@ -204,6 +220,10 @@ settings! {
     /// MY_TOKEN="Bearer ...": values are read from the environment when the agent is connected
     /// to, never stored or logged.
     [long = "agent-header"] agent_header: opt String = None;
+    /// Hosts an external agent's card may send the task to besides the host of its given URL
+    /// (comma-separated, e.g. `rpc.example.org`). Without it, a card whose JSON-RPC URL names
+    /// another host is refused (`agent_incompatible`), so a card cannot redirect the task.
+    [long = "allow-card-host"] allow_card_host: opt String = None;
     /// The one reply an agent asking for input (INPUT_REQUIRED) gets; asked again, its task is
     /// canceled.
     [long] input_reply: val String = "No further input is available; finish the task with what you have.".into();
@@ -418,16 +438,19 @@ impl Settings {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.concurrency == 0 {
+        if !(1..=MAX_CONCURRENCY).contains(&self.concurrency) {
             return Err(ConfigError::Invalid {
                 name: "concurrency",
-                reason: "must be at least 1".into(),
+                reason: format!(
+                    "must be between 1 and {MAX_CONCURRENCY} (got {})",
+                    self.concurrency
+                ),
             });
         }
-        if self.repeats == 0 {
+        if !(1..=MAX_REPEATS).contains(&self.repeats) {
             return Err(ConfigError::Invalid {
                 name: "repeats",
-                reason: "must be at least 1".into(),
+                reason: format!("must be between 1 and {MAX_REPEATS} (got {})", self.repeats),
             });
         }
         if let Err(e) = self.swarm_subnet_pool.parse::<sandbox::SubnetPool>() {
@@ -458,10 +481,10 @@ impl Settings {
             ("max_cost_per_trial", self.max_cost_per_trial),
             ("max_cost_per_run", self.max_cost_per_run),
         ] {
-            if v.is_some_and(|v| v.is_nan() || v <= 0.0) {
+            if v.is_some_and(|v| !v.is_finite() || v <= 0.0 || v > MAX_COST_USD) {
                 return Err(ConfigError::Invalid {
                     name,
-                    reason: "must be a positive number of USD".into(),
+                    reason: format!("must be a positive number of USD, at most {MAX_COST_USD}"),
                 });
             }
         }
@@ -619,6 +642,28 @@ mod tests {
         )
         .expect_err("no unit");
         assert!(e.to_string().contains("RB_READY_TIMEOUT"), "{e}");
+    }
+
+    #[test]
+    fn numeric_settings_have_ranges_named_in_the_error() {
+        let resolve = |env: &[(&str, &str)]| {
+            let env: BTreeMap<String, String> = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            Settings::resolve(None, &env, &Layer::default())
+                .expect_err("out of range")
+                .to_string()
+        };
+        let e = resolve(&[("RB_CONCURRENCY", "100000")]);
+        assert!(e.contains("between 1 and 1024 (got 100000)"), "{e}");
+        let e = resolve(&[("RB_REPEATS", "1000000")]);
+        assert!(e.contains("between 1 and 10000"), "{e}");
+        let e = resolve(&[("RB_AGENT_TIMEOUT", "1000000000h")]);
+        assert!(e.contains("0s to 365 days"), "{e}");
+        let e = resolve(&[("RB_MAX_COST_PER_RUN", "inf")]);
+        assert!(e.contains("at most 1000000"), "{e}");
+        "365days".parse::<Span>().expect("the longest one taken");
     }
 
     #[test]

@@ -583,19 +583,25 @@ pub async fn execute_until(
             Arc::new(move |line: &str| observer.note(line)),
         );
         let mut set = tokio::task::JoinSet::new();
-        for (input, needs) in pending.into_iter().zip(needs) {
+        // Slots are taken in `pending`'s order: a resume's left trials (their agents may be
+        // running already) hold slots before any new trial starts, and count against them.
+        let order = crate::admission::InOrder::default();
+        for (n, (input, needs)) in pending.into_iter().zip(needs).enumerate() {
             let env = env.clone();
             let sem = sem.clone();
             let shared = prepared.trial_slots.clone();
             let admission = admission.clone();
+            let order = order.clone();
             set.spawn(
                 async move {
+                    let turn = order.turn(n).await;
                     let _permit = sem.acquire_owned().await;
                     let _shared = match shared {
                         Some(s) => Some(s.acquire_owned().await),
                         None => None,
                     };
                     let _admitted = admission.admit(needs).await;
+                    drop(turn);
                     if let Some(reason) = env.proxy.as_ref().and_then(|p| p.run_budget_spent()) {
                         // the run's cost cap is spent: the trial stays pending (resume runs it)
                         return env

@@ -133,6 +133,8 @@ impl Store {
             path: dir.to_path_buf(),
             source,
         })?;
+        // Temporary files of a writer killed mid-write (reports, records) go now.
+        sweep_temp_files(dir);
         let (at, backend) = match database {
             Some(url) => (url.to_string(), Backend::Postgres),
             None => (dir.join(DB_FILE).display().to_string(), Backend::Sqlite),
@@ -455,13 +457,28 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.db(e))?;
-        sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, NULL, $2, 'run_finished', $3)")
-            .bind(run_id)
-            .bind(now())
-            .bind(serde_json::json!({ "status": status }).to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.db(e))?;
+        let data = serde_json::json!({ "status": status }).to_string();
+        // A run that ends again as it ended before, no trial finished since (a resume of a
+        // finished run, one killed while writing its reports): one `run_finished`, not two.
+        let repeated: i64 = sqlx::query(
+            "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM events WHERE run_id = $1 AND kind = 'run_finished' AND data = $2 \
+             AND seq > (SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) FROM events WHERE run_id = $1 AND kind = 'trial_finished')",
+        )
+        .bind(run_id)
+        .bind(&data)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.db(e))?
+        .get("n");
+        if repeated == 0 {
+            sqlx::query("INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, NULL, $2, 'run_finished', $3)")
+                .bind(run_id)
+                .bind(now())
+                .bind(&data)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.db(e))?;
+        }
         tx.commit().await.map_err(|e| self.db(e))
     }
 
@@ -813,11 +830,48 @@ fn parse_col<T: serde::de::DeserializeOwned>(row: &AnyRow, col: &str) -> Result<
     })
 }
 
+/// What [`write_atomic`]'s temporary files are called until renamed.
+pub const TEMP_PREFIX: &str = ".rb-tmp-";
+
+/// How old a temporary file must be to be swept (younger ones may be another writer's).
+const TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes what [`write_atomic`] left in `dir` when its process was killed mid-write (and the
+/// `.tmpXXXXXX` files of versions before [`TEMP_PREFIX`]): files of that name older than a
+/// minute. Returns how many were removed.
+pub fn sweep_temp_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let legacy = name.len() == 10 && name.starts_with(".tmp");
+        if !(name.starts_with(TEMP_PREFIX) || legacy) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= TEMP_AGE);
+        if old && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Writes a file atomically: a temp file in the same directory, fsynced, then renamed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let parent = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(parent)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -963,5 +1017,59 @@ mod tests {
             .await
             .expect_err("missing");
         assert!(err.to_string().contains("run `nope` not found"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_run_ending_again_unchanged_records_one_run_finished() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).await.expect("open");
+        store
+            .create_run("r1", &serde_json::json!({}), &[planned("a")])
+            .await
+            .expect("create");
+        store.finish_run("r1", "interrupted").await.expect("end");
+        store.finish_run("r1", "finished").await.expect("end");
+        // Killed while writing its reports, then resumed: it ends the same way again.
+        store.finish_run("r1", "finished").await.expect("end again");
+        let ends: Vec<String> = store
+            .events("r1", None)
+            .await
+            .expect("events")
+            .into_iter()
+            .filter(|e| e.kind == "run_finished")
+            .map(|e| e.data["status"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(ends, ["interrupted", "finished"]);
+        assert_eq!(store.run("r1").await.expect("run").status, "finished");
+    }
+
+    #[test]
+    fn temporary_files_of_a_killed_writer_are_swept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = dir.path().join(format!("{TEMP_PREFIX}abc123"));
+        let legacy = dir.path().join(".tmpA1b2C3");
+        let young = dir.path().join(format!("{TEMP_PREFIX}young1"));
+        let report = dir.path().join("report.json");
+        for p in [&old, &legacy, &young, &report] {
+            std::fs::write(p, "x").expect("write");
+        }
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for p in [&old, &legacy, &report] {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .and_then(|f| f.set_modified(long_ago))
+                .expect("age");
+        }
+        assert_eq!(sweep_temp_files(dir.path()), 2);
+        assert!(!old.exists() && !legacy.exists());
+        assert!(young.exists(), "a live writer's file is kept");
+        assert!(report.exists());
+        write_atomic(&report, b"y").expect("write");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 }

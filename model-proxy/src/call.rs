@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::budget::Ledger;
+use crate::budget::{Ledger, Refused, Reservation};
 use crate::calllog::{CallLog, CallRecord};
 use crate::record::request_hash;
 use crate::routing::{Provider, Routes, Target};
@@ -20,7 +20,9 @@ use crate::scripted;
 use crate::tap::{CallMeta, Sinks, Tap, tapped};
 use crate::trials::TrialState;
 use crate::upstream::{Outgoing, ProviderResponse, Upstream, bytes_stream};
-use crate::wire::{ErrorKind, TokenCounts, WireFormat, error_body};
+use crate::wire::{
+    ErrorKind, TokenCounts, WireFormat, error_body, max_output_tokens, set_max_output_tokens,
+};
 
 /// The owners a call needs: each step takes only its own.
 #[derive(Debug)]
@@ -32,6 +34,8 @@ pub(crate) struct Owners {
     pub(crate) max_body_bytes: usize,
     /// Longest time an agent may take to send its request body.
     pub(crate) body_timeout: Duration,
+    /// The output cap reserved for (and sent upstream with) a request that sets none.
+    pub(crate) output_cap_when_unset: u64,
 }
 
 /// What the agent sent besides the body.
@@ -123,6 +127,7 @@ impl Call {
         self.trial.meter.count_error();
         tracing::warn!(model = %r.model, kind = ?r.kind, message = %r.message, "refused model call");
         let (status, body) = error_body(self.format, r.kind, &r.message);
+        let busy = r.kind == ErrorKind::Busy;
         log.push(
             &self.trial.calls,
             CallRecord {
@@ -141,7 +146,14 @@ impl Call {
                 error: Some(r.message),
             },
         );
-        json_response(status, &body)
+        let mut response = json_response(status, &body);
+        if busy {
+            // What the providers send with a rate-limit error: the CLIs wait, then retry.
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
@@ -172,10 +184,19 @@ async fn serve_steps(
     if call.count_tokens {
         return Ok(count_tokens(&owners.upstream, call, &incoming, &parsed, &target).await);
     }
-    let seq = admit(&owners.sinks.ledger, call, &parsed)?;
-    let response = forward(&owners.upstream, call, &incoming, &parsed, &target).await?;
+    let ledger = &owners.sinks.ledger;
+    let (turn, worst) = worst_case(owners, call, &parsed, &target);
+    let seq = admit(ledger, call, &parsed, &worst)?;
+    let response = match forward(owners, call, &incoming, &parsed, &target, turn).await {
+        Ok(r) => r,
+        Err(refusal) => {
+            call.trial.meter.release(ledger, &worst);
+            return Err(refusal);
+        }
+    };
     let meta = CallMeta {
         seq,
+        held: worst,
         format: call.format,
         hash: request_hash(call.format, &parsed.json),
         model: parsed.model,
@@ -264,28 +285,70 @@ fn route(routes: &Routes, call: &Call, parsed: &Parsed) -> Result<Target, Refusa
     Ok(target)
 }
 
-/// Step 2b: charges the request to the trial's and the run's budget.
-fn admit(ledger: &Ledger, call: &Call, parsed: &Parsed) -> Result<u64, Refusal> {
-    call.trial.meter.admit(ledger).map_err(|reason| {
-        Refusal::of(
-            parsed,
-            ErrorKind::BudgetExhausted,
-            format!("{reason}; the trial's model budget is exhausted"),
-        )
-    })
+/// Step 2b: the most the call can cost: a script's turn exactly (planned here, so it is
+/// returned for `forward`), otherwise every request byte as an input token (a byte-level
+/// tokenizer never makes more tokens than bytes) billed at the dearest input rate, plus the
+/// request's output cap, or [`Owners::output_cap_when_unset`] when it sets none (that cap is
+/// then sent upstream, so the provider cannot exceed it).
+fn worst_case(
+    owners: &Owners,
+    call: &Call,
+    parsed: &Parsed,
+    target: &Target,
+) -> (Option<scripted::Turn>, Reservation) {
+    let ledger = &owners.sinks.ledger;
+    if let Target::Script { name, script } = target {
+        let turn = scripted::plan_turn(script, name, call.format, &parsed.json);
+        let tokens = TokenCounts {
+            input_tokens: turn.usage.input_tokens,
+            output_tokens: turn.usage.output_tokens,
+            ..Default::default()
+        };
+        let worst = Reservation {
+            tokens: tokens.total(),
+            cost_usd: ledger.cost(&parsed.model, &tokens).unwrap_or(0.0),
+        };
+        return (Some(turn), worst);
+    }
+    let cap = max_output_tokens(call.format, &parsed.json).unwrap_or(owners.output_cap_when_unset);
+    let worst = ledger.worst_case(&parsed.model, parsed.raw.len() as u64, cap);
+    (None, worst)
+}
+
+/// Step 2c: holds the call's worst case on the trial's and the run's budgets.
+fn admit(
+    ledger: &Ledger,
+    call: &Call,
+    parsed: &Parsed,
+    worst: &Reservation,
+) -> Result<u64, Refusal> {
+    call.trial
+        .meter
+        .admit(ledger, worst)
+        .map_err(|refused| match refused {
+            Refused::Exhausted(reason) => Refusal::of(
+                parsed,
+                ErrorKind::BudgetExhausted,
+                format!("{reason}; the trial's model budget is exhausted"),
+            ),
+            Refused::Busy(reason) => Refusal::of(parsed, ErrorKind::Busy, reason),
+        })
 }
 
 /// Step 3: the answer from the script, the replay log or the provider.
 async fn forward(
-    upstream: &Upstream,
+    owners: &Owners,
     call: &Call,
     incoming: &Incoming,
     parsed: &Parsed,
     target: &Target,
+    turn: Option<scripted::Turn>,
 ) -> Result<ProviderResponse, Refusal> {
+    let upstream = &owners.upstream;
     match target {
         Target::Script { name, script } => {
-            let turn = scripted::plan_turn(script, name, call.format, &parsed.json);
+            let turn = turn
+                .unwrap_or_else(|| scripted::plan_turn(script, name, call.format, &parsed.json));
             let r = scripted::render(call.format, &parsed.model, &turn, parsed.stream);
             Ok(ProviderResponse {
                 status: 200,
@@ -313,6 +376,10 @@ async fn forward(
         }
         Target::Upstream(provider) => {
             let mut body = parsed.json.clone();
+            if max_output_tokens(call.format, &body).is_none() {
+                // The cap the call was admitted with binds the provider too.
+                set_max_output_tokens(call.format, &mut body, owners.output_cap_when_unset);
+            }
             if call.format == WireFormat::OpenAiChat
                 && parsed.stream
                 && body.get("stream_options").is_none()

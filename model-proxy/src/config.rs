@@ -87,6 +87,10 @@ pub struct ProxyConfig {
     pub max_response_bytes: usize,
     /// Largest provider body the proxy reads whole (error bodies, non-streamed answers), bytes.
     pub max_upstream_body_bytes: usize,
+    /// Output cap (tokens) of a request that sets none (`max_tokens`, `max_output_tokens`,
+    /// `max_completion_tokens`): a call's worst case is reserved on its budgets with it, and
+    /// it is sent to the provider so the answer cannot be longer.
+    pub max_output_tokens_when_unset: u64,
 }
 
 impl Default for ProxyConfig {
@@ -148,6 +152,7 @@ impl Default for ProxyConfig {
             upstream_idle_timeout_secs: 300,
             max_response_bytes: 64 * 1024 * 1024,
             max_upstream_body_bytes: 16 * 1024 * 1024,
+            max_output_tokens_when_unset: 32_000,
         }
     }
 }

@@ -33,7 +33,11 @@
 //! unregister a trial when its attempt ends (also on failure) so a retry can register again.
 //! Per-trial budgets are part of registration; the run budget can be set (or raised) at any
 //! time. A spent budget (either) refuses the trial's next call with the quota error, so the CLIs
-//! stop; the trial's [`TrialUsage::exhausted_by`] says which budget. Calls still streaming when
+//! stop; the trial's [`TrialUsage::exhausted_by`] says which budget. Costs and tokens are
+//! reserved: a call is admitted only when its worst case (request bytes as input tokens plus
+//! its output cap, [`ProxyConfig::max_output_tokens_when_unset`] when it sets none) fits what
+//! both budgets have left beside the calls still running, and settled with its real usage
+//! when its answer ends; a call kept out only by running ones gets a 429 rate-limit error. Calls still streaming when
 //! a trial is unregistered finish and count towards the run.
 //!
 //! ## Inside

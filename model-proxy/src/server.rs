@@ -95,6 +95,7 @@ impl ModelProxy {
             },
             max_body_bytes: config.max_body_bytes,
             body_timeout: Duration::from_secs(config.request_body_timeout_secs),
+            output_cap_when_unset: config.max_output_tokens_when_unset,
         });
         let trials = Arc::new(Trials::default());
         let state = Arc::new(Shared {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 
-use crate::budget::Ledger;
+use crate::budget::{Ledger, Reservation};
 use crate::calllog::{CallLog, CallRecord};
 use crate::record::RecordedCall;
 use crate::secret::StreamRedactor;
@@ -30,6 +30,8 @@ pub(crate) struct Sinks {
 #[derive(Debug)]
 pub(crate) struct CallMeta {
     pub(crate) seq: u64,
+    /// The worst case held on the budgets since admission, given back when the call settles.
+    pub(crate) held: Reservation,
     pub(crate) format: WireFormat,
     pub(crate) model: String,
     pub(crate) provider: String,
@@ -91,7 +93,7 @@ impl Tap {
         let cost = self
             .trial
             .meter
-            .account(&self.sinks.ledger, &m.model, &tokens);
+            .settle(&self.sinks.ledger, &m.held, &m.model, &tokens);
         if !(200..300).contains(&self.status) {
             self.trial.meter.count_error();
         }

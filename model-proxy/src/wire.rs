@@ -35,8 +35,12 @@ pub enum ErrorKind {
     BadRequest,
     /// The model name routes nowhere.
     UnknownModel,
-    /// The trial spent its token, cost or request budget.
+    /// The trial spent its token, cost or request budget, or what is left cannot pay for this
+    /// call's worst case.
     BudgetExhausted,
+    /// The call's worst case fits the budget, but not beside the calls still running: a
+    /// rate-limit error (429), which the CLIs retry after a pause.
+    Busy,
     /// The provider could not be reached or answered nonsense.
     Upstream,
     /// The proxy cannot serve this and retrying will not help (provider key not configured,
@@ -53,6 +57,7 @@ pub fn error_body(format: WireFormat, kind: ErrorKind, message: &str) -> (u16, V
                 ErrorKind::BadRequest => (400, "invalid_request_error"),
                 ErrorKind::UnknownModel => (404, "not_found_error"),
                 ErrorKind::BudgetExhausted => (402, "billing_error"),
+                ErrorKind::Busy => (429, "rate_limit_error"),
                 ErrorKind::Upstream => (502, "api_error"),
                 // 400, not 503: clients retry 5xx for minutes, and this will not heal by itself.
                 ErrorKind::Unavailable => (400, "invalid_request_error"),
@@ -68,6 +73,7 @@ pub fn error_body(format: WireFormat, kind: ErrorKind, message: &str) -> (u16, V
                 ErrorKind::BadRequest => (400, "invalid_request_error", "invalid_request"),
                 ErrorKind::UnknownModel => (404, "invalid_request_error", "model_not_found"),
                 ErrorKind::BudgetExhausted => (429, "insufficient_quota", "insufficient_quota"),
+                ErrorKind::Busy => (429, "requests", "rate_limit_exceeded"),
                 ErrorKind::Upstream => (502, "server_error", "upstream_error"),
                 ErrorKind::Unavailable => (400, "invalid_request_error", "proxy_unavailable"),
             };
@@ -76,6 +82,35 @@ pub fn error_body(format: WireFormat, kind: ErrorKind, message: &str) -> (u16, V
                 json!({"error": {"message": message, "type": ty, "param": null, "code": code}}),
             )
         }
+    }
+}
+
+/// The request field that bounds a call's output tokens in this format.
+fn output_cap_field(format: WireFormat, req: &Value) -> &'static str {
+    match format {
+        WireFormat::AnthropicMessages => "max_tokens",
+        WireFormat::OpenAiResponses => "max_output_tokens",
+        WireFormat::OpenAiChat if req.get("max_tokens").is_some() => "max_tokens",
+        WireFormat::OpenAiChat => "max_completion_tokens",
+    }
+}
+
+/// The most output tokens the request allows (`max_tokens`, `max_output_tokens`,
+/// `max_completion_tokens`), `None` when it sets none (or not as a whole number).
+pub fn max_output_tokens(format: WireFormat, req: &Value) -> Option<u64> {
+    let v = req.get(output_cap_field(format, req))?;
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+/// Sets the request's output cap to `n` tokens (the field of its format).
+pub fn set_max_output_tokens(format: WireFormat, req: &mut Value, n: u64) {
+    let field = output_cap_field(format, req);
+    if let Some(o) = req.as_object_mut() {
+        o.insert(field.to_string(), json!(n));
     }
 }
 

@@ -249,7 +249,7 @@ async fn request_budget_refuses_with_the_wire_format_quota_error() {
 }
 
 #[tokio::test]
-async fn token_budget_marks_the_trial_and_refuses_the_next_call() {
+async fn token_budget_refuses_the_call_that_would_cross_it() {
     let (_up, proxy, token) = setup(Budget {
         max_tokens: Some(200),
         ..Default::default()
@@ -262,21 +262,19 @@ async fn token_budget_marks_the_trial_and_refuses_the_next_call() {
         !proxy.usage("t").expect("usage").budget_exhausted,
         "130 of 200 tokens"
     );
+    // The script's next turn costs 130 tokens: 130 + 130 > 200, so it is never served.
     let r = post(&base, "/v1/responses", token.as_str(), &json!({"model":"scripted:two-calls","input":[],"tools":[{"type":"function","name":"exec_command","parameters":{}}]})).await;
-    assert_eq!(r.status(), 200, "the call that crosses the line is served");
-    let usage = proxy.usage("t").expect("usage");
-    assert!(usage.budget_exhausted, "{usage:?}");
-    assert_eq!(usage.tokens.total(), 260);
-    let r = post(
-        &base,
-        "/v1/responses",
-        token.as_str(),
-        &json!({"model":"scripted:two-calls","input":[]}),
-    )
-    .await;
-    assert_eq!(r.status(), 429);
+    assert_eq!(
+        r.status(),
+        429,
+        "the call that would cross the line is refused"
+    );
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], "insufficient_quota");
+    assert!(error_message(&v).contains("worst case"), "{v}");
+    let usage = proxy.usage("t").expect("usage");
+    assert!(usage.budget_exhausted, "{usage:?}");
+    assert_eq!(usage.tokens.total(), 130);
     let r = post(
         &base,
         "/v1/chat/completions",

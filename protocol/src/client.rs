@@ -100,6 +100,10 @@ pub struct ClientConfig {
     pub stream_idle_timeout: Duration,
     /// Largest response body read (a stream: all its events together).
     pub max_response_bytes: usize,
+    /// Hosts besides the one of the URL given to [`A2aClient::connect`] that a card's
+    /// JSON-RPC URL may name (lower case). Any other host is refused: a card cannot send the
+    /// requests elsewhere.
+    pub card_hosts: Vec<String>,
 }
 
 impl Default for ClientConfig {
@@ -113,6 +117,7 @@ impl Default for ClientConfig {
             headers: AgentHeaders::default(),
             stream_idle_timeout: Duration::from_secs(120),
             max_response_bytes: 256 * 1024 * 1024,
+            card_hosts: Vec::new(),
         }
     }
 }
@@ -513,6 +518,39 @@ async fn can_connect(url: &str, timeout: Duration) -> bool {
     )
 }
 
+/// Refuses a card whose JSON-RPC URL names a host other than `base_url`'s and `allowed`.
+fn check_card_host(
+    base_url: &str,
+    card_rpc_url: &str,
+    card_at: &str,
+    allowed: &[String],
+) -> Result<(), ClientError> {
+    let refuse = |reason: String| ClientError::InvalidCard {
+        url: card_at.to_owned(),
+        reason,
+    };
+    let host_of = |url: &str| {
+        reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+    };
+    let Some(given) = host_of(base_url) else {
+        return Err(refuse(format!("the agent's URL {base_url} names no host")));
+    };
+    let Some(named) = host_of(card_rpc_url) else {
+        return Err(refuse(format!(
+            "its JSON-RPC URL {card_rpc_url:?} is not an absolute http(s) URL with a host"
+        )));
+    };
+    if named == given || allowed.iter().any(|h| h.eq_ignore_ascii_case(&named)) {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "its JSON-RPC URL {card_rpc_url} is on host {named}, not on {given} (the host given for the agent); \
+         the task is never sent elsewhere unless allowed with --allow-card-host {named}"
+    )))
+}
+
 /// `origin(base)` + `path(card_url)`: the user's host with the card's path.
 fn user_fallback(base_url: &str, card_rpc_url: &str) -> Option<String> {
     let base = reqwest::Url::parse(base_url).ok()?;
@@ -557,6 +595,7 @@ impl A2aClient {
             )
         } else {
             let card_rpc_url = iface.url.clone();
+            check_card_host(base_url, &card_rpc_url, &card_at, &config.card_hosts)?;
             match user_fallback(base_url, &card_rpc_url) {
                 Some(fallback) if !can_connect(&card_rpc_url, config.connect_timeout).await => {
                     tracing::info!(card_url = %card_rpc_url, %fallback, "the card's URL cannot be connected to; using the given host");

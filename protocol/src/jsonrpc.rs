@@ -203,6 +203,15 @@ pub fn decode_request(
             ));
         }
     };
+    if matches!(name, method::SEND_MESSAGE | method::SEND_STREAMING_MESSAGE)
+        && let Some(m) = params.get("message")
+        && let Err(why) = check_message(m, legacy)
+    {
+        return Err(fail(
+            &id,
+            A2aError::InvalidParams(format!("{method_name}: {why}")),
+        ));
+    }
     let params = if legacy {
         v03::params_from_v03(name, &params)
     } else {
@@ -274,6 +283,79 @@ const V1_METHODS: &[&str] = &[
     method::DELETE_TASK_PUSH_NOTIFICATION_CONFIG,
     method::GET_EXTENDED_AGENT_CARD,
 ];
+
+/// What the spec requires of a sent message that the schema alone does not: a known `role`
+/// (`ROLE_USER`/`ROLE_AGENT`; in 0.3 `user`/`agent`) and at least one part, each with exactly
+/// one content (`text`, `raw`, `url` or `data`; in 0.3 a known `kind` with its field). The
+/// error names the field.
+fn check_message(m: &Value, legacy: bool) -> Result<(), String> {
+    let Some(m) = m.as_object() else {
+        return Err("`message` must be an object".into());
+    };
+    let role_ok = match m.get("role") {
+        Some(Value::String(r)) if legacy => r == "user" || r == "agent",
+        Some(Value::String(r)) => r == "ROLE_USER" || r == "ROLE_AGENT",
+        Some(Value::Number(n)) if !legacy => matches!(n.as_i64(), Some(1 | 2)),
+        _ => false,
+    };
+    if !role_ok {
+        let want = if legacy {
+            "\"user\" or \"agent\""
+        } else {
+            "ROLE_USER or ROLE_AGENT"
+        };
+        return Err(match m.get("role") {
+            None | Some(Value::Null) => format!("`message.role` is required: {want}"),
+            Some(other) => format!("`message.role` must be {want}, got {other}"),
+        });
+    }
+    let parts = match m.get("parts") {
+        Some(Value::Array(parts)) if !parts.is_empty() => parts,
+        Some(Value::Array(_)) => return Err("`message.parts` must hold at least one part".into()),
+        _ => return Err("`message.parts` is required: an array of at least one part".into()),
+    };
+    for (i, p) in parts.iter().enumerate() {
+        let Some(p) = p.as_object() else {
+            return Err(format!("`message.parts[{i}]` must be an object"));
+        };
+        if legacy {
+            let field_ok = match p.get("kind").and_then(Value::as_str) {
+                Some("text") => p.get("text").is_some_and(Value::is_string),
+                Some("file") => p.get("file").is_some_and(|f| {
+                    f.get("bytes").is_some_and(Value::is_string)
+                        || f.get("uri").is_some_and(Value::is_string)
+                }),
+                Some("data") => p.get("data").is_some_and(|d| !d.is_null()),
+                Some(other) => {
+                    return Err(format!(
+                        "`message.parts[{i}].kind` must be \"text\", \"file\" or \"data\", got {other:?}"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "`message.parts[{i}].kind` is required: \"text\", \"file\" or \"data\""
+                    ));
+                }
+            };
+            if !field_ok {
+                return Err(format!(
+                    "`message.parts[{i}]` lacks the content its kind names (text: `text`; file: `file.bytes` or `file.uri`; data: `data`)"
+                ));
+            }
+        } else {
+            let contents = ["text", "raw", "url", "data"]
+                .iter()
+                .filter(|k| p.get(**k).is_some_and(|v| !v.is_null()))
+                .count();
+            if contents != 1 {
+                return Err(format!(
+                    "`message.parts[{i}]` must hold exactly one of `text`, `raw`, `url` or `data` (it holds {contents})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 fn check_history(id: &Value, method: &str, n: Option<i32>) -> Result<(), DecodeError> {
     match n {

@@ -534,3 +534,119 @@ async fn client_does_not_retry_a2a_errors_but_retries_transport() {
         start.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messages_are_refused_naming_the_field() {
+    let server = common::serve(ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/", server.base_url);
+    let v1 = |message: Value| {
+        (
+            V1,
+            req(json!(1), "SendMessage", json!({"message": message})),
+        )
+    };
+    let v03 = |message: Value| {
+        (
+            None,
+            req(json!(1), "message/send", json!({"message": message})),
+        )
+    };
+    let cases = [
+        (
+            v1(json!({"messageId": "m", "parts": [{"text": "hi"}]})),
+            "`message.role` is required",
+        ),
+        (
+            v1(json!({"messageId": "m", "role": "ROLE_BOSS", "parts": [{"text": "hi"}]})),
+            "`message.role` must be ROLE_USER or ROLE_AGENT",
+        ),
+        (
+            v1(json!({"messageId": "m", "role": "ROLE_USER", "parts": []})),
+            "`message.parts` must hold at least one part",
+        ),
+        (
+            v1(json!({"messageId": "m", "role": "ROLE_USER"})),
+            "`message.parts` is required",
+        ),
+        (
+            v1(json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"filename": "x"}]})),
+            "`message.parts[0]` must hold exactly one of",
+        ),
+        (
+            v1(
+                json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "url": "http://x/"}]}),
+            ),
+            "`message.parts[0]` must hold exactly one of",
+        ),
+        (
+            v03(
+                json!({"kind": "message", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]}),
+            ),
+            "`message.role` is required",
+        ),
+        (
+            v03(
+                json!({"kind": "message", "messageId": "m", "role": "boss", "parts": [{"kind": "text", "text": "hi"}]}),
+            ),
+            "`message.role` must be \"user\" or \"agent\"",
+        ),
+        (
+            v03(
+                json!({"kind": "message", "messageId": "m", "role": "user", "parts": [{"text": "hi"}]}),
+            ),
+            "`message.parts[0].kind` is required",
+        ),
+        (
+            v03(
+                json!({"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "video", "text": "hi"}]}),
+            ),
+            "`message.parts[0].kind` must be",
+        ),
+        (
+            v03(
+                json!({"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "file", "file": {}}]}),
+            ),
+            "lacks the content its kind names",
+        ),
+        (
+            v03(json!({"kind": "message", "messageId": "m", "role": "user", "parts": []})),
+            "`message.parts` must hold at least one part",
+        ),
+    ];
+    for ((version, body), want) in cases {
+        let mut rb = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone());
+        if let Some(v) = version {
+            rb = rb.header("A2A-Version", v);
+        }
+        let resp: Value = rb.send().await.unwrap().json().await.unwrap();
+        let shown = String::from_utf8_lossy(&body);
+        assert_eq!(resp["error"]["code"], -32602, "{shown}: {resp}");
+        assert!(
+            resp["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(want)),
+            "{shown}: want {want:?}, got {resp}"
+        );
+    }
+    // Well-formed messages of both versions still go through.
+    for (version, body) in [
+        v1(json!({"messageId": "ok1", "role": "ROLE_USER", "parts": [{"text": "hi"}]})),
+        v03(
+            json!({"kind": "message", "messageId": "ok2", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}),
+        ),
+    ] {
+        let mut rb = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(v) = version {
+            rb = rb.header("A2A-Version", v);
+        }
+        let resp: Value = rb.send().await.unwrap().json().await.unwrap();
+        assert!(resp.get("error").is_none(), "{resp}");
+    }
+}

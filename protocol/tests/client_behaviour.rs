@@ -511,3 +511,35 @@ async fn fixed_refusals_are_incompatible_and_say_what_was_offered() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_cannot_send_the_task_to_another_host() {
+    let agent = Arc::new(Scripted::default());
+    // Served at 127.0.0.1; the card names another host.
+    let card = AgentCard::new("scripted", "test agent", "0.1.0", "http://localhost:1/");
+    let (base, _h) = serve_with(Arc::clone(&agent), card).await;
+    let err = A2aClient::connect(&base, quick()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Incompatible, "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("is on host localhost, not on 127.0.0.1")
+            && text.contains("--allow-card-host localhost"),
+        "{text}"
+    );
+    // Allowed explicitly: the named host is used (here nobody listens there, so the given
+    // host with the card's path is the fallback, as for any card URL).
+    let allowed = ClientConfig {
+        card_hosts: vec!["localhost".into()],
+        ..quick()
+    };
+    let client = A2aClient::connect(&base, allowed).await.unwrap();
+    assert!(matches!(
+        client.url_source(),
+        UrlSource::UserAfterCard { .. }
+    ));
+    // A URL that names no host at all is refused too.
+    let card = AgentCard::new("scripted", "test agent", "0.1.0", "mailto:someone");
+    let (base, _h2) = serve_with(agent, card).await;
+    let err = A2aClient::connect(&base, quick()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Incompatible, "{err:?}");
+}

@@ -34,17 +34,22 @@ impl StagedSnapshot {
     /// files and folders, no file over 64 MiB. `None` (also when a source cannot be read):
     /// the grading takes it itself.
     pub fn of(sources: &[&Path]) -> Option<Self> {
-        fn whole(path: &Path) -> std::io::Result<bool> {
-            let meta = std::fs::symlink_metadata(path)?;
-            if meta.is_file() {
-                return Ok(meta.len() <= LINKED_OVER_BYTES);
-            }
-            if !meta.is_dir() {
-                return Ok(false);
-            }
-            for entry in std::fs::read_dir(path)? {
-                if !whole(&entry?.path())? {
+        // Iterative (an explicit stack): the agent chooses the depth.
+        fn whole(root: &Path) -> std::io::Result<bool> {
+            let mut pending = vec![root.to_path_buf()];
+            while let Some(path) = pending.pop() {
+                let meta = std::fs::symlink_metadata(&path)?;
+                if meta.is_file() {
+                    if meta.len() > LINKED_OVER_BYTES {
+                        return Ok(false);
+                    }
+                    continue;
+                }
+                if !meta.is_dir() {
                     return Ok(false);
+                }
+                for entry in std::fs::read_dir(&path)? {
+                    pending.push(entry?.path());
                 }
             }
             Ok(true)
@@ -240,4 +245,29 @@ pub(crate) fn reset_outcome(out: sandbox::ExecOutcome) -> Result<sandbox::ExecOu
 
 fn parent(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(p, _)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deep_workspace_is_checked_on_a_small_stack() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = dir.path().to_path_buf();
+        // 1500 levels: a recursive check (one frame per level) overflows 128 KiB.
+        for _ in 0..1500 {
+            p.push("d");
+            std::fs::create_dir(&p).expect("mkdir");
+        }
+        std::fs::write(p.join("f"), "x").expect("write");
+        let root = dir.path().to_path_buf();
+        let staged = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || StagedSnapshot::of(&[&root]).is_some())
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
+        assert!(staged, "only folders and a small file: staged whole");
+    }
 }

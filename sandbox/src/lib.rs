@@ -53,6 +53,7 @@ pub use kube::KubeBackend;
 pub use owner_lock::OwnerLock;
 pub use signals::{Signal, SignalReaper};
 pub use swarm::SwarmBackend;
+pub use tarball::MAX_TREE_DEPTH;
 
 /// Label keys every platform-owned Docker object carries (containers, networks, volumes).
 pub mod labels {

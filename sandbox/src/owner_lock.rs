@@ -53,6 +53,16 @@ impl OwnerLock {
     /// carrying what the holder wrote, when another process (or another open of the file)
     /// holds it. From now on objects this process creates carry the lock's path.
     pub fn acquire(path: &Path, holder: &str) -> Result<Self, SandboxError> {
+        Self::take(path, holder, true)
+    }
+
+    /// Like [`OwnerLock::acquire`], for a lock that owns no objects (a service's hold on its
+    /// folder): the objects this process creates do not carry its path.
+    pub fn acquire_unlabelled(path: &Path, holder: &str) -> Result<Self, SandboxError> {
+        Self::take(path, holder, false)
+    }
+
+    fn take(path: &Path, holder: &str, label: bool) -> Result<Self, SandboxError> {
         let io = |source| SandboxError::Io {
             path: path.to_path_buf(),
             source,
@@ -90,9 +100,11 @@ impl OwnerLock {
         lock.write_all(holder.as_bytes()).map_err(io)?;
         lock.sync_all().map_err(io)?;
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        *LABELLED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(path.clone());
+        if label {
+            *LABELLED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(path.clone());
+        }
         let (stop, stopped) = mpsc::channel::<()>();
         let beat = lock.try_clone().map_err(io)?;
         std::thread::Builder::new()

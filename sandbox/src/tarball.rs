@@ -17,66 +17,77 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SandboxError + '_ {
 }
 
 /// Appends the contents of `dir` under the archive path `prefix`, owned by `uid:gid`, with the
-/// mode bits of `clear` cleared on every entry.
+/// mode bits of `clear` cleared on every entry. The walk is iterative (an explicit stack, entries
+/// in name order, each folder before its contents), so a tree of any depth costs no stack.
 pub(crate) fn append_tree_at<W: Write>(
     builder: &mut tar::Builder<W>,
     dir: &Path,
     prefix: &Path,
-    (uid, gid): (u32, u32),
+    owner: (u32, u32),
     clear: u32,
 ) -> Result<(), SandboxError> {
-    append_tree_named(builder, dir, Path::new(""), prefix, (uid, gid), clear)
-}
-
-fn append_tree_named<W: Write>(
-    builder: &mut tar::Builder<W>,
-    dir: &Path,
-    rel: &Path,
-    prefix: &Path,
-    (uid, gid): (u32, u32),
-    clear: u32,
-) -> Result<(), SandboxError> {
-    let here = dir.join(rel);
-    let mut entries: Vec<_> = std::fs::read_dir(&here)
-        .map_err(io_err(&here))?
-        .collect::<Result<_, _>>()
-        .map_err(io_err(&here))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let name = rel.join(entry.file_name());
-        let archived = prefix.join(&name);
-        let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
-        let mut header = tar::Header::new_gnu();
-        header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
-        header.set_mode(header.mode().map_err(io_err(&path))? & !clear);
-        header.set_uid(u64::from(uid));
-        header.set_gid(u64::from(gid));
-        header.set_username("").ok();
-        header.set_groupname("").ok();
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            header.set_size(0);
-            builder
-                .append_data(&mut header, &archived, std::io::empty())
-                .map_err(io_err(&path))?;
-            append_tree_named(builder, dir, &name, prefix, (uid, gid), clear)?;
-        } else if ft.is_file() {
-            let file = std::fs::File::open(&path).map_err(io_err(&path))?;
-            builder
-                .append_data(&mut header, &archived, file)
-                .map_err(io_err(&path))?;
-        } else if ft.is_symlink() {
-            let target = std::fs::read_link(&path).map_err(io_err(&path))?;
-            header.set_size(0);
-            builder
-                .append_link(&mut header, &archived, &target)
-                .map_err(io_err(&path))?;
-        } else {
-            tracing::warn!(path = %path.display(), "skipping a special file on copy-in");
+    // Folders still to list, each as its path relative to `dir`; the next one on top.
+    let mut pending: Vec<PathBuf> = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let here = dir.join(&rel);
+        let mut entries: Vec<_> = std::fs::read_dir(&here)
+            .map_err(io_err(&here))?
+            .collect::<Result<_, _>>()
+            .map_err(io_err(&here))?;
+        entries.sort_by_key(|e| e.file_name());
+        // A folder's entries together, in name order; then its subfolders' contents, the first
+        // subfolder next (pushed in reverse). Every folder's own entry precedes its contents.
+        let mut subdirs = Vec::new();
+        for entry in entries {
+            let name = rel.join(entry.file_name());
+            if append_entry(builder, &entry.path(), &prefix.join(&name), owner, clear)? {
+                subdirs.push(name);
+            }
         }
+        pending.extend(subdirs.into_iter().rev());
     }
     Ok(())
+}
+
+/// Appends one entry (not a folder's contents); `true` when it is a folder.
+fn append_entry<W: Write>(
+    builder: &mut tar::Builder<W>,
+    path: &Path,
+    archived: &Path,
+    (uid, gid): (u32, u32),
+    clear: u32,
+) -> Result<bool, SandboxError> {
+    let meta = std::fs::symlink_metadata(path).map_err(io_err(path))?;
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+    header.set_mode(header.mode().map_err(io_err(path))? & !clear);
+    header.set_uid(u64::from(uid));
+    header.set_gid(u64::from(gid));
+    header.set_username("").ok();
+    header.set_groupname("").ok();
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        header.set_size(0);
+        builder
+            .append_data(&mut header, archived, std::io::empty())
+            .map_err(io_err(path))?;
+        return Ok(true);
+    }
+    if ft.is_file() {
+        let file = std::fs::File::open(path).map_err(io_err(path))?;
+        builder
+            .append_data(&mut header, archived, file)
+            .map_err(io_err(path))?;
+    } else if ft.is_symlink() {
+        let target = std::fs::read_link(path).map_err(io_err(path))?;
+        header.set_size(0);
+        builder
+            .append_link(&mut header, archived, &target)
+            .map_err(io_err(path))?;
+    } else {
+        tracing::warn!(path = %path.display(), "skipping a special file on copy-in");
+    }
+    Ok(false)
 }
 
 /// A blocking [`Read`] over chunks sent from async code.
@@ -147,6 +158,11 @@ impl Dropped {
     }
 }
 
+/// How many path components below the copied item an extracted entry may have: deeper
+/// entries are dropped (listed like special files) and the rest of the tree is kept, so no
+/// walk over an agent's tree meets more depth than this.
+pub const MAX_TREE_DEPTH: usize = 128;
+
 /// Extracts an archive whose first path component is the copied item itself (as Docker's
 /// archive API and [`build_path_tar`] produce) so that the item lands at `dest`.
 ///
@@ -154,7 +170,8 @@ impl Dropped {
 /// writes through symlinks, and (unless `escaping` says otherwise) symlinks or hard links whose
 /// target leaves the copied tree; stops with [`SandboxError::OverSizeCap`] once regular files
 /// (hard links counted again) total more than `max_bytes`. FIFOs, sockets and devices are never
-/// created: they are listed as dropped, like whatever `escaping` leaves out.
+/// created: they are listed as dropped, like whatever `escaping` leaves out, and so are entries
+/// deeper than [`MAX_TREE_DEPTH`].
 pub(crate) fn extract_capped<R: Read>(
     reader: R,
     dest: &Path,
@@ -199,6 +216,11 @@ pub(crate) fn extract_capped<R: Read>(
             return Err(outside(&raw));
         }
         let rel: PathBuf = normal.components().skip(1).collect();
+        if rel.components().count() > MAX_TREE_DEPTH {
+            // Cut: what lies deeper is never written; the rest of the tree is kept.
+            dropped.add(&rel, &format!("deeper than {MAX_TREE_DEPTH} levels"));
+            continue;
+        }
         // A copied file (no components left) is written to `dest` itself.
         let target = if rel.as_os_str().is_empty() {
             dest.to_path_buf()
@@ -653,5 +675,68 @@ mod tests {
             names.push(e.path().expect("path").display().to_string());
         }
         assert_eq!(names, ["top/d", "top/d/f"]);
+    }
+
+    /// A folder `depth` levels deep (each level `d`) with a file `f` at the bottom.
+    fn deep_tree(root: &Path, depth: usize) -> PathBuf {
+        let mut p = root.to_path_buf();
+        for _ in 0..depth {
+            p.push("d");
+            std::fs::create_dir(&p).expect("mkdir");
+        }
+        std::fs::write(p.join("f"), "x").expect("write");
+        p
+    }
+
+    #[test]
+    fn a_deep_tree_is_archived_on_a_small_stack() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // 1500 levels: a recursive walk (one frame per level) overflows 128 KiB.
+        deep_tree(dir.path(), 1500);
+        let root = dir.path().to_path_buf();
+        let entries = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let mut builder = tar::Builder::new(Vec::new());
+                append_tree_at(&mut builder, &root, Path::new("top"), (0, 0), 0).expect("tar");
+                let tar = builder.into_inner().expect("tar");
+                let mut archive = tar::Archive::new(&tar[..]);
+                archive.entries().expect("entries").count()
+            })
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
+        assert_eq!(entries, 1501);
+    }
+
+    #[test]
+    fn an_archive_deeper_than_the_cap_is_cut_and_the_rest_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = tempfile::tempdir().expect("tempdir");
+        let out = src.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        std::fs::write(out.join("top.txt"), "42").expect("write");
+        deep_tree(&out, MAX_TREE_DEPTH + 20);
+        let tar = build_path_tar(&out, Vec::new()).expect("tar");
+        let dest = dir.path().join("o");
+        let got = extract_capped(
+            &tar[..],
+            &dest,
+            1 << 20,
+            "/out",
+            EscapingLinks::RegularFilesOnly,
+        )
+        .expect("cut, not refused");
+        // 20 folders below the cap, and the file at the bottom.
+        assert_eq!(got.dropped_count, 21, "{:?}", got.dropped);
+        assert!(
+            got.dropped[0].ends_with(&format!("(deeper than {MAX_TREE_DEPTH} levels)")),
+            "{:?}",
+            got.dropped
+        );
+        assert_eq!(std::fs::read(dest.join("top.txt")).expect("kept"), b"42");
+        let kept: PathBuf = std::iter::repeat_n("d", MAX_TREE_DEPTH).collect();
+        assert!(dest.join(&kept).is_dir());
+        assert!(!dest.join(kept.join("d")).exists());
     }
 }

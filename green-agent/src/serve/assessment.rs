@@ -117,6 +117,57 @@ pub fn plan(assessment: &Assessment, settings: &Settings) -> Plan {
     }
 }
 
+/// How often a run owned by another process is checked for its release.
+const OWNER_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes the run's ownership, waiting (the assessment's status names the owner) while another
+/// live process has it; `None` when the assessment is canceled or the service stops meanwhile,
+/// or the lock cannot be taken at all.
+async fn own_run(
+    svc: &Service,
+    id: &str,
+    run_id: &str,
+    cancel: &CancellationToken,
+) -> Option<crate::ownership::RunOwnership> {
+    let reg = &svc.registry;
+    let dir = run_dir(&svc.results_dir(), run_id);
+    let mut told = false;
+    loop {
+        match crate::ownership::claim(&dir, run_id, "serve") {
+            Ok(owner) => return Some(owner),
+            Err(crate::ownership::OwnershipError::Held { holder, .. }) => {
+                if !told {
+                    warn!(assessment = id, run = run_id, %holder, "the run is owned by another process; waiting");
+                    reg.set_status(
+                        id,
+                        TaskState::Working,
+                        format!(
+                            "run {run_id} is owned by another process ({holder}); this service takes it up when that one ends"
+                        ),
+                    );
+                    told = true;
+                }
+            }
+            Err(e) => {
+                reg.set_status(id, TaskState::Failed, format!("cannot own the run: {e}"));
+                return None;
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(OWNER_POLL) => {}
+            () = cancel.cancelled() => {
+                reg.set_status(
+                    id,
+                    TaskState::Canceled,
+                    format!("canceled; run {run_id} stays with the process that owns it"),
+                );
+                return None;
+            }
+            () = svc.shutdown.cancelled() => return None,
+        }
+    }
+}
+
 async fn drive(svc: &Arc<Service>, id: &str) {
     let reg = &svc.registry;
     let (Some(record), Some(cancel)) = (reg.record(id), reg.cancel_token(id)) else {
@@ -152,34 +203,38 @@ async fn drive(svc: &Arc<Service>, id: &str) {
     );
     // A run id recorded before a restart: resume that run when its store has it.
     let results_dir = svc.results_dir();
-    let mut resume = false;
-    let mut plan = plan(&assessment, &svc.settings);
     let run_id = match &record.run_id {
-        Some(run_id) => {
-            if let Ok(store) = Store::open_existing_with(
-                &run_dir(&results_dir, run_id),
-                run_id,
-                svc.settings.database_url.as_ref(),
-            )
-            .await
-            {
-                if let Ok(row) = store.run(run_id).await
-                    && let Ok(mut stored) = serde_json::from_value::<Plan>(row.plan)
-                {
-                    stored.settings.results_dir = results_dir.clone();
-                    plan = stored;
-                    resume = true;
-                }
-                store.close().await;
-            }
-            run_id.clone()
-        }
+        Some(run_id) => run_id.clone(),
         None => {
             let run_id = new_run_id();
             reg.set_run(id, &run_id);
             run_id
         }
     };
+    // One owner per run, as for `run`/`resume`: held until this assessment ends. A run another
+    // live process owns (a CLI `resume`) is waited for, never run beside it.
+    let Some(_owner) = own_run(svc, id, &run_id, &cancel).await else {
+        return;
+    };
+    let mut resume = false;
+    let mut plan = plan(&assessment, &svc.settings);
+    if record.run_id.is_some()
+        && let Ok(store) = Store::open_existing_with(
+            &run_dir(&results_dir, &run_id),
+            &run_id,
+            svc.settings.database_url.as_ref(),
+        )
+        .await
+    {
+        if let Ok(row) = store.run(&run_id).await
+            && let Ok(mut stored) = serde_json::from_value::<Plan>(row.plan)
+        {
+            stored.settings.results_dir = results_dir.clone();
+            plan = stored;
+            resume = true;
+        }
+        store.close().await;
+    }
     let roles = assessment.roles();
     let prepared = match prepare(plan, &svc.env).await {
         Ok(mut p) => {

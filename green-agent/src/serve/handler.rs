@@ -85,6 +85,7 @@ impl Assessor {
             state,
             status,
             files_token: uuid::Uuid::new_v4().simple().to_string(),
+            told: None,
         });
         Ok((id, accepted))
     }

@@ -241,6 +241,8 @@ pub async fn command(
     };
     std::fs::create_dir_all(&settings.results_dir)
         .with_context(|| format!("creating {}", settings.results_dir.display()))?;
+    // One service per results folder (its records live there), held until the process ends.
+    let _service = crate::ownership::claim_service(&settings.results_dir)?;
     let registry = Arc::new(
         Registry::open(&settings.results_dir, args.max_running).map_err(anyhow::Error::msg)?,
     );

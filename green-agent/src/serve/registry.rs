@@ -36,6 +36,10 @@ pub struct Record {
     pub status: String,
     /// The secret part of the URLs of this assessment's report files.
     pub files_token: String,
+    /// The status as last told (built once per change: its message id and timestamp stay
+    /// the same on every read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told: Option<TaskStatus>,
 }
 
 /// An assessment while the service runs.
@@ -57,7 +61,10 @@ struct Inner {
 
 impl Inner {
     /// Appends an assessment (no events, no artifacts yet, not cancelled).
-    fn add(&mut self, record: Record) {
+    fn add(&mut self, mut record: Record) {
+        if record.told.is_none() {
+            record.told = Some(status_of(&record));
+        }
         self.order.push(record.id.clone());
         self.entries.insert(
             record.id.clone(),
@@ -102,6 +109,9 @@ impl Registry {
     /// Opens the records of an earlier service in `results_dir` (none: empty).
     pub fn open(results_dir: &Path, max_running: usize) -> Result<Self, String> {
         let file = records_file(results_dir);
+        if let Some(dir) = file.parent() {
+            crate::store::sweep_temp_files(dir);
+        }
         let records: Vec<Record> = match std::fs::read(&file) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 format!(
@@ -201,10 +211,12 @@ impl Registry {
         let changed = e.record.state != state;
         e.record.state = state;
         e.record.status = text.into();
+        let status = status_of(&e.record);
+        e.record.told = Some(status.clone());
         let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: e.record.id.clone(),
             context_id: e.record.context_id.clone(),
-            status: status_of(&e.record),
+            status,
             metadata: None,
         });
         let _ = e.events.send(event);
@@ -241,7 +253,7 @@ impl Registry {
     fn view(e: &Entry, history_length: Option<i32>) -> Task {
         let r = &e.record;
         let mut task = Task::new(r.id.clone(), r.context_id.clone(), r.state);
-        task.status = status_of(r);
+        task.status = r.told.clone().unwrap_or_else(|| status_of(r));
         task.artifacts = e.artifacts.clone();
         task.history = vec![r.message.clone()];
         if let Some(n) = history_length {
@@ -334,6 +346,7 @@ mod tests {
             state: TaskState::Submitted,
             status: "accepted".into(),
             files_token: "t".into(),
+            told: None,
         }
     }
 
@@ -377,6 +390,28 @@ mod tests {
                 .expect("b")
                 .status
                 .contains("position 1 of 1")
+        );
+    }
+
+    #[test]
+    fn a_status_is_built_once_per_change_and_kept_across_reads_and_restarts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let reg = Registry::open(dir.path(), 1).expect("open");
+        reg.insert(record("a"));
+        let first = reg.task("a", None).expect("a").status;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let again = reg.task("a", None).expect("a").status;
+        assert_eq!(first, again, "reading does not rebuild the status");
+        reg.set_status("a", TaskState::Completed, "done");
+        let done = reg.task("a", None).expect("a").status;
+        assert_ne!(done, first, "a change is a new status");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(reg.task("a", None).expect("a").status, done);
+        let reopened = Registry::open(dir.path(), 1).expect("reopen");
+        assert_eq!(
+            reopened.task("a", None).expect("a").status,
+            done,
+            "the finished task's status (message id, timestamp) survives a restart"
         );
     }
 }

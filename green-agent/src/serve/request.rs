@@ -111,6 +111,9 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// Longest wall-clock budget a request may give an agent run: 7 days.
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+
 /// What the operator allows requests to ask for.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -427,8 +430,12 @@ pub fn validate(
             policy.max_concurrency
         )));
     }
-    if config.timeout_secs == Some(0) {
-        return Err(bad("config.timeout_secs must be at least 1"));
+    if let Some(t) = config.timeout_secs
+        && !(1..=MAX_TIMEOUT_SECS).contains(&t)
+    {
+        return Err(bad(format!(
+            "config.timeout_secs must be between 1 and {MAX_TIMEOUT_SECS} (7 days) (got {t})"
+        )));
     }
     let assessment = Assessment {
         participants,
@@ -727,6 +734,18 @@ mod tests {
             (
                 serde_json::json!({"participants": {"agent": "nop"}, "config": {"repeats": 0}}),
                 "repeats must be",
+            ),
+            (
+                serde_json::json!({"participants": {"agent": "nop"}, "config": {"timeout_secs": 1e12}}),
+                "timeout_secs must be between 1 and 604800 (7 days) (got 1000000000000)",
+            ),
+            (
+                serde_json::json!({"participants": {"agent": "nop"}, "config": {"timeout_secs": 0}}),
+                "timeout_secs must be between 1 and 604800",
+            ),
+            (
+                serde_json::json!({"participants": {"agent": "nop"}, "config": {"timeout_secs": 1e300}}),
+                "expected a whole number >= 0, got 1e+300",
             ),
             (
                 serde_json::json!({"participants": {"a": "nop", "b": "nop"}}),

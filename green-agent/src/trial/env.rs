@@ -87,6 +87,10 @@ pub enum InfraError {
     /// no longer knows the task, ...): the trial starts over, flagged (not an infra retry).
     #[error("the agent left by the previous run process is gone: {0}")]
     AgentGone(String),
+    /// The green agent's own code panicked in this trial: the trial ends (not retried, the
+    /// same input would panic again), the process and the other trials go on.
+    #[error("the green agent panicked in this trial (a platform bug): {0}")]
+    Panicked(String),
 }
 
 impl InfraError {

@@ -32,6 +32,7 @@ pub(crate) async fn launch(
             .run("ready", async {
                 let config = ClientConfig {
                     headers: agent_headers(env.settings.agent_header.as_deref())?,
+                    card_hosts: card_hosts(env.settings.allow_card_host.as_deref()),
                     ..client_config()
                 };
                 let client = A2aClient::connect(url, config).await?;
@@ -141,6 +142,15 @@ pub(super) fn agent_headers(spec: Option<&str>) -> Result<a2a_protocol::AgentHea
         headers.push(name, value);
     }
     Ok(headers)
+}
+
+/// The hosts of `--allow-card-host` (comma-separated), lower case.
+pub(super) fn card_hosts(spec: Option<&str>) -> Vec<String> {
+    spec.unwrap_or_default()
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect()
 }
 
 /// The A2A client settings for an agent once it is up.

@@ -170,18 +170,9 @@ pub(crate) async fn collect_a2a_artifacts(
                         continue;
                     }
                     let rel = Path::new(fname);
-                    if rel.is_absolute()
-                        || rel
-                            .components()
-                            .any(|c| !matches!(c, std::path::Component::Normal(_)))
-                    {
-                        warn!(
-                            file = fname,
-                            "ignoring an artifact file outside the workspace"
-                        );
-                        flags.push(format!(
-                            "skipped artifact file {fname:?}: the name leaves the workspace"
-                        ));
+                    if let Some(why) = unusable_file_name(dir, fname) {
+                        warn!(file = fname, reason = %why, "ignoring an artifact file");
+                        flags.push(format!("skipped artifact file {fname:?}: {why}"));
                         continue;
                     }
                     let dest = dir.join(rel);
@@ -274,6 +265,69 @@ pub(crate) async fn collect_a2a_artifacts(
     }
     unnamed_text_outputs(env, task, unnamed_texts, outputs_dir, artifacts, flags)?;
     Ok(failures)
+}
+
+/// Longest artifact file name taken (bytes), and longest name of one of its folders or files.
+const MAX_FILE_NAME_BYTES: usize = 1024;
+const MAX_COMPONENT_BYTES: usize = 255;
+
+/// Why an agent's artifact file name cannot be staged under `dir`, if it cannot: empty, not a
+/// plain relative path, too long or too deep, or colliding with what is staged already (a
+/// folder of that name, or a file where one of its folders would go). Such a file is the
+/// agent's mistake: skipped and flagged, never an infrastructure failure.
+fn unusable_file_name(dir: &Path, fname: &str) -> Option<String> {
+    let rel = Path::new(fname);
+    if fname.is_empty() {
+        return Some("the name is empty".into());
+    }
+    if fname.contains('\0') {
+        return Some("the name holds a NUL byte".into());
+    }
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Some("the name leaves the workspace".into());
+    }
+    if fname.len() > MAX_FILE_NAME_BYTES {
+        return Some(format!(
+            "the name is longer than {MAX_FILE_NAME_BYTES} bytes"
+        ));
+    }
+    let depth = rel.components().count();
+    if depth > sandbox::MAX_TREE_DEPTH {
+        return Some(format!(
+            "the name is deeper than {} levels",
+            sandbox::MAX_TREE_DEPTH
+        ));
+    }
+    if rel
+        .components()
+        .any(|c| c.as_os_str().len() > MAX_COMPONENT_BYTES)
+    {
+        return Some(format!(
+            "a part of the name is longer than {MAX_COMPONENT_BYTES} bytes"
+        ));
+    }
+    let mut at = dir.to_path_buf();
+    for (i, c) in rel.components().enumerate() {
+        at.push(c);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return None;
+        };
+        let last = i + 1 == depth;
+        if last && !meta.is_file() {
+            return Some("a folder of that name is among the outputs already".into());
+        }
+        if !last && !meta.is_dir() {
+            return Some(format!(
+                "{} is a file among the outputs, not a folder",
+                at.strip_prefix(dir).unwrap_or(&at).display()
+            ));
+        }
+    }
+    None
 }
 
 /// Usage as the agent reported it, and why the report was rejected (then `usage` is zero).
@@ -431,7 +485,63 @@ fn same_host(url: &str, agent_url: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{same_host, url_host, validated_usage};
+    use super::{same_host, unusable_file_name, url_host, validated_usage};
+
+    /// Stages `names` in order the way artifact files are (parents created, then the file);
+    /// the ones refused and why.
+    fn stage(names: &[&str]) -> Vec<(String, String)> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut refused = Vec::new();
+        for name in names {
+            if let Some(why) = unusable_file_name(dir.path(), name) {
+                refused.push(((*name).to_owned(), why));
+                continue;
+            }
+            let dest = dir.path().join(name);
+            if let Some(p) = dest.parent() {
+                std::fs::create_dir_all(p).expect("a staged name never fails to stage");
+            }
+            std::fs::write(&dest, "x").expect("a staged name never fails to stage");
+        }
+        refused
+    }
+
+    #[test]
+    fn malformed_artifact_file_names_are_refused_before_staging() {
+        let deep = vec!["d"; sandbox::MAX_TREE_DEPTH + 1].join("/");
+        let long = "n".repeat(300);
+        let refused = stage(&[
+            "a",
+            "a/b",
+            "c/d",
+            "c",
+            "",
+            "x\0y",
+            "/etc/passwd",
+            "../up",
+            &deep,
+            &long,
+            "ok/fine.txt",
+            "a",
+        ]);
+        let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["a/b", "c", "", "x\0y", "/etc/passwd", "../up", &deep, &long],
+            "{refused:?}"
+        );
+        assert!(
+            refused[0].1.contains("is a file among the outputs"),
+            "{refused:?}"
+        );
+        assert!(
+            refused[1].1.contains("a folder of that name"),
+            "{refused:?}"
+        );
+        assert!(refused[2].1.contains("empty"), "{refused:?}");
+        assert!(refused[6].1.contains("deeper than"), "{refused:?}");
+        assert!(refused[7].1.contains("longer than 255"), "{refused:?}");
+    }
     use white_agent_adapter::contract::UsageReport;
 
     #[test]

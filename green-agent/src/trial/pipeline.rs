@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use tracing::{Instrument, info, info_span, warn};
 
 use super::drive::Start;
@@ -90,6 +92,23 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
                     r.flags = notes;
                     return r;
                 }
+                Err(e @ InfraError::Panicked(_)) => {
+                    tracing::error!(attempt, error = %e, "the trial panicked; not retried");
+                    let _ = env
+                        .store
+                        .event(
+                            &env.run_id,
+                            Some(&input.planned.id),
+                            "trial_panicked",
+                            &serde_json::json!({ "attempt": attempt, "error": e.to_string() }),
+                        )
+                        .await;
+                    let isolated = env.backend.name() == "docker";
+                    let mut r = record::infra_failure(e.to_string(), attempt, isolated);
+                    notes.append(&mut r.flags);
+                    r.flags = notes;
+                    return r;
+                }
                 Err(e) => {
                     warn!(attempt, error = %e, "infrastructure failure");
                     let _ = env
@@ -120,6 +139,25 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
     .await
 }
 
+/// Runs `work`; a panic in it becomes [`InfraError::Panicked`] (its message kept).
+async fn contained<T>(
+    work: impl std::future::Future<Output = Result<T, InfraError>>,
+) -> Result<T, InfraError> {
+    std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(InfraError::Panicked(panic_message(panic.as_ref()))))
+}
+
+/// The text a panic carried.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 /// One attempt; its row in the store's `attempts` is closed. What it created is removed:
 /// before it returns when it failed (so that a retry starts clean), in the background
 /// ([`RunEnv::teardown`]) when it produced a result.
@@ -131,7 +169,9 @@ async fn attempt_once(
 ) -> Result<TrialResult, InfraError> {
     let mut res = Resources::default();
     let mut number = None;
-    let out = phases(env, input, how, &mut res, &mut number, notes).await;
+    // A panic in the trial's own code ends this trial, not the process: the attempt is
+    // closed and its objects removed like any failed attempt's.
+    let out = contained(phases(env, input, how, &mut res, &mut number, notes)).await;
     if out.is_ok() {
         res.release_later(env.backend.clone(), &env.teardown);
     } else {
@@ -318,4 +358,29 @@ async fn grade_and_record(
     info!(outcome = outcome.as_str(), score = ?report.score, "trial finished");
     parts.phases.extend(log.into_times());
     Ok(record::assemble(parts, &report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_a_trial_becomes_its_failure() {
+        let out: Result<(), InfraError> = contained(async {
+            tokio::task::yield_now().await;
+            panic!("walked too deep");
+        })
+        .await;
+        match out {
+            Err(InfraError::Panicked(m)) => assert_eq!(m, "walked too deep"),
+            other => panic!("unexpected {other:?}"),
+        }
+        let formatted: Result<(), InfraError> = contained(async { panic!("{} levels", 450) }).await;
+        assert!(
+            matches!(&formatted, Err(InfraError::Panicked(m)) if m == "450 levels"),
+            "{formatted:?}"
+        );
+        let fine = contained(async { Ok::<_, InfraError>(7) }).await;
+        assert_eq!(fine.expect("no panic"), 7);
+    }
 }

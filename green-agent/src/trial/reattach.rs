@@ -340,6 +340,7 @@ async fn take_over(
             let prep = prepare(env, input, None)?;
             let config = ClientConfig {
                 headers: agent_headers(env.settings.agent_header.as_deref())?,
+                card_hosts: super::launch::card_hosts(env.settings.allow_card_host.as_deref()),
                 ..client_config()
             };
             let client = A2aClient::connect(url, config)
