@@ -172,9 +172,10 @@ async fn a_run_cost_cap_stops_the_running_agent_and_starts_no_new_trial() {
     let done: Vec<_> = trials.iter().filter_map(|t| t.result.as_ref()).collect();
     assert_eq!(done.len(), 1, "one trial ran: {trials:?}");
     assert_eq!(done[0].outcome, green_agent::model::Outcome::BudgetExceeded);
-    // $0.50 a call: the second call reached the $0.90 cap.
+    // $0.50 a call: the second would pass the $0.90 cap, so it is refused, never served
+    // (budgets are reservations: the cap is never overrun).
     assert!(
-        (done[0].usage.cost_usd - 1.0).abs() < 1e-9,
+        (done[0].usage.cost_usd - 0.5).abs() < 1e-9,
         "{:?}",
         done[0].usage
     );

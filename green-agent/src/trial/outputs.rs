@@ -283,12 +283,16 @@ fn unusable_file_name(dir: &Path, fname: &str) -> Option<String> {
     if fname.contains('\0') {
         return Some("the name holds a NUL byte".into());
     }
-    if rel.is_absolute()
-        || rel
-            .components()
-            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    // Split by hand: `Path::components` hides a trailing `/` or `.`, which the file system
+    // does not.
+    if fname
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
     {
-        return Some("the name leaves the workspace".into());
+        return Some(
+            "the name leaves the workspace or is not a plain relative path (an empty, `.` or `..` part, or a leading or trailing `/`)"
+                .into(),
+        );
     }
     if fname.len() > MAX_FILE_NAME_BYTES {
         return Some(format!(
@@ -506,6 +510,46 @@ mod tests {
         refused
     }
 
+    /// Fuzz (bounded, seeded): sequences of artifact file names built from pieces agents
+    /// could send (empty, dots, NUL, long and deep names, names that are both a file and a
+    /// folder): every name is either refused with a reason or staged without an error, so no
+    /// name can make collection fail as an infrastructure error.
+    #[test]
+    fn fuzzed_artifact_file_names_stage_or_are_refused() {
+        let long = "L".repeat(300);
+        let deep = vec!["d"; sandbox::MAX_TREE_DEPTH + 3].join("/");
+        let pieces: [&str; 12] = [
+            "a", "b", "", ".", "..", "/", "x\0", "é", " ", &long, &deep, "a/b",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _round in 0..200 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            for _ in 0..30 {
+                let parts = 1 + next() % 4;
+                let name: String = (0..parts)
+                    .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                    .collect::<Vec<_>>()
+                    .join(if next() % 3 == 0 { "" } else { "/" });
+                if unusable_file_name(dir.path(), &name).is_some() {
+                    continue;
+                }
+                let dest = dir.path().join(&name);
+                if let Some(p) = dest.parent() {
+                    std::fs::create_dir_all(p)
+                        .unwrap_or_else(|e| panic!("{name:?} was taken but cannot be staged: {e}"));
+                }
+                std::fs::write(&dest, "x")
+                    .unwrap_or_else(|e| panic!("{name:?} was taken but cannot be staged: {e}"));
+            }
+        }
+    }
+
     #[test]
     fn malformed_artifact_file_names_are_refused_before_staging() {
         let deep = vec!["d"; sandbox::MAX_TREE_DEPTH + 1].join("/");
@@ -539,6 +583,7 @@ mod tests {
             "{refused:?}"
         );
         assert!(refused[2].1.contains("empty"), "{refused:?}");
+        assert!(refused[4].1.contains("leaves the workspace"), "{refused:?}");
         assert!(refused[6].1.contains("deeper than"), "{refused:?}");
         assert!(refused[7].1.contains("longer than 255"), "{refused:?}");
     }
