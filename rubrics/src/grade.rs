@@ -24,6 +24,7 @@ use crate::status::Status;
 const SCRIPTS: &[(&str, &str)] = &[
     ("launch.py", include_str!("../python/launch.py")),
     ("rb_values.py", include_str!("../python/rb_values.py")),
+    ("rb_strict.py", include_str!("../python/rb_strict.py")),
     ("bridge_pair.py", include_str!("../python/bridge_pair.py")),
     (
         "bridge_trusted.py",

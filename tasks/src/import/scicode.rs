@@ -35,6 +35,9 @@ pub const TARGETS_SCRIPT: &str = include_str!("scicode_targets.py");
 /// The `scicode_steps` grader's runner: derivation splits snippets exactly as grading does, and
 /// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]).
 pub const RUNNER_SCRIPT: &str = include_str!("../../../rubrics/python/scicode_runner.py");
+
+/// The runner's strict comparisons (`rb_strict.py`), shipped beside it.
+pub const STRICT_SCRIPT: &str = include_str!("../../../rubrics/python/rb_strict.py");
 /// Where the cases live in a task's `hidden/` folder.
 pub const CASES_FILE: &str = "scicode_cases.json";
 /// The agent's solution file in `/workspace`.
@@ -715,6 +718,7 @@ async fn derive_in_sandbox(
     };
     write("scicode_targets.py", TARGETS_SCRIPT.as_bytes())?;
     write("scicode_runner.py", RUNNER_SCRIPT.as_bytes())?;
+    write("rb_strict.py", STRICT_SCRIPT.as_bytes())?;
     write("problems.json", input)?;
     for (index, (_, gold)) in golds.iter().enumerate() {
         if let Some(gold) = gold {
@@ -849,6 +853,8 @@ pub async fn check_in_sandbox(
     std::fs::write(staging.path().join("scicode_targets.py"), TARGETS_SCRIPT)
         .map_err(io_err(staging.path()))?;
     std::fs::write(staging.path().join("scicode_runner.py"), RUNNER_SCRIPT)
+        .map_err(io_err(staging.path()))?;
+    std::fs::write(staging.path().join("rb_strict.py"), STRICT_SCRIPT)
         .map_err(io_err(staging.path()))?;
     std::fs::copy(cases, staging.path().join("cases.json")).map_err(io_err(cases))?;
     std::fs::copy(solution, staging.path().join("solution.py")).map_err(io_err(solution))?;
