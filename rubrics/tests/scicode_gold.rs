@@ -36,6 +36,7 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
     let prepare = read(manifest.join("tests/scicode/prepare.py"));
     let kill = read(manifest.join("tests/scicode/kill.py"));
     let runner = read(manifest.join("python/scicode_runner.py"));
+    let strict = read(manifest.join("python/rb_strict.py"));
     let g = Grading::with_cpus(
         2.0,
         "python",
@@ -45,6 +46,7 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
             ("prep/prepare.py", &prepare),
             ("prep/kill.py", &kill),
             ("prep/scicode_runner.py", &runner),
+            ("prep/rb_strict.py", &strict),
         ],
     )
     .await;

@@ -15,10 +15,15 @@ async fn perturbations_stay_inside_the_functions_domain() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let runner = std::fs::read(manifest.join("python/scicode_runner.py")).expect("runner");
     let rules = std::fs::read(manifest.join("tests/scicode/perturb_rules.py")).expect("rules");
+    let strict = std::fs::read(manifest.join("python/rb_strict.py")).expect("rb_strict");
     let g = Grading::new(
         "python",
         &[],
-        &[("scicode_runner.py", &runner), ("perturb_rules.py", &rules)],
+        &[
+            ("scicode_runner.py", &runner),
+            ("rb_strict.py", &strict),
+            ("perturb_rules.py", &rules),
+        ],
     )
     .await;
     let out = g
