@@ -363,7 +363,14 @@ async fn run_class(
 
 #[test]
 fn every_agent_script_is_in_the_plan() {
-    for class in ["hijack", "tamper", "symlink", "forbidden", "escape", "forge-rc"] {
+    for class in [
+        "hijack",
+        "tamper",
+        "symlink",
+        "forbidden",
+        "escape",
+        "forge-rc",
+    ] {
         for v in scripts(class) {
             assert!(
                 PLAN.iter().any(|(c, p, _)| *c == class && *p == v),
