@@ -1,4 +1,4 @@
-# The testthat grader's two R processes (research-bench rubrics), started by r_launch.py:
+# The testthat grader's two R processes (research-bench rubrics), started by r_launch.sh:
 #
 #   Rscript --vanilla rb_bridge.R worker  TO_WORKER FROM_WORKER
 #     the agent's uid; sources the agent's files when asked and calls its functions;
