@@ -1,4 +1,4 @@
-# The testthat grader's two R processes (research-bench rubrics), started by r_launch.py:
+# The testthat grader's two R processes (research-bench rubrics), started by r_launch.sh:
 #
 #   Rscript --vanilla rb_bridge.R worker  TO_WORKER FROM_WORKER
 #     the agent's uid; sources the agent's files when asked and calls its functions;
@@ -419,9 +419,12 @@ local(envir = .rb_bridge, {
       df <- as.data.frame(res)
       msg <- tryCatch(why(res), error = function(e) character())
       if (length(msg) != nrow(df)) msg <- rep("", nrow(df))
-      data.frame(name = clean(paste(df$file, df$test, sep = "::")), failed = df$failed,
-                 error = as.integer(df$error), skipped = as.integer(df$skipped),
-                 passed = df$passed, message = msg)
+      out <- data.frame(name = clean(paste(df$file, df$test, sep = "::")), failed = df$failed,
+                        error = as.integer(df$error), skipped = as.integer(df$skipped),
+                        passed = df$passed, message = msg)
+      # A file that failed as a whole (an error outside any test, e.g. the agent's file did
+      # not source) leaves a row without a test name: its tests count as not run.
+      out[!is.na(df$test), , drop = FALSE]
     }
     out <- rows(run(a[4]))
     extra <- tryCatch(rows(run(a[6])), error = function(e) NULL)

@@ -51,7 +51,7 @@ const SCRIPTS: &[(&str, &str)] = &[
         "unittest_runner.py",
         include_str!("../python/unittest_runner.py"),
     ),
-    ("r_launch.py", include_str!("../python/r_launch.py")),
+    ("r_launch.sh", include_str!("../r/r_launch.sh")),
     ("rb_bridge.R", include_str!("../r/rb_bridge.R")),
     ("c/rb_check.h", include_str!("../c/rb_check.h")),
     (

@@ -291,3 +291,39 @@ test_that("h is 4.5", { expect_equal(h(), 4.5) })
     );
     assert_eq!(r.score, Some(0.0));
 }
+
+/// An agent file that does not source (or kills the worker) fails the file's tests as errors,
+/// never as tampering.
+#[tokio::test]
+async fn testthat_a_file_that_does_not_load_fails_its_tests() {
+    let test: &[u8] = b"source(file.path(Sys.getenv('RB_WORKSPACE'), 'R', 'f.R'))\n\
+test_that('f triples', { expect_equal(f(1), 3) })\n\
+test_that('f is six at two', { expect_equal(f(2), 6) })\n";
+    let mut statuses = Vec::new();
+    for src in [
+        &b"f <- function(x) {\n  3 * x\n"[..],
+        &b"tools::pskill(Sys.getpid(), 9)\nf <- function(x) 3 * x\n"[..],
+    ] {
+        let g = Grading::new("sci", &[("R/f.R", src)], &[("tests/test-f.R", test)]).await;
+        let r = g
+            .grade(
+                "[[graders]]\nname = \"r\"\ndimension = \"code_correctness\"\ncheck = { kind = \"testthat\", hidden_tests = \"tests\" }\n",
+                None,
+                Duration::from_secs(300),
+            )
+            .await;
+        g.remove().await;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r.graders[0]).expect("json")
+        );
+        statuses.push((
+            r.graders[0].status,
+            r.graders[0].score,
+            r.graders[0].tests.len(),
+        ));
+    }
+    for s in statuses {
+        assert_eq!(s, (Status::Fail, Some(0.0), 2));
+    }
+}

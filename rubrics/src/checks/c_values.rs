@@ -63,9 +63,13 @@ fn name_of(hex_name: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `(index, kind, name, n, rest)` of a line `@rb <side> …`, `None` for another line,
-/// `Some(Err)` for a malformed one.
-fn fields(line: &str, side: &str) -> Option<Result<(usize, char, String, Vec<String>), String>> {
+/// A check line's index, kind, name and value tokens (with the tolerances first on the
+/// expected side).
+type Fields = (usize, char, String, Vec<String>);
+
+/// The [`Fields`] of a line `@rb <side> …`, `None` for another line, `Some(Err)` for a
+/// malformed one.
+fn fields(line: &str, side: &str) -> Option<Result<Fields, String>> {
     let rest = line
         .strip_prefix("@rb ")?
         .strip_prefix(side)?
@@ -320,7 +324,7 @@ mod tests {
             format!("@rb A 0 f {n} 1 0x1p3\n"),
             format!("@rb A 0 f {n} 2 1 2\n"),
             format!("@rb A 0 F {n} 3 1 2\n"),
-            format!("@rb A 0 f zz 1 1\n"),
+            "@rb A 0 f zz 1 1\n".to_owned(),
         ] {
             assert!(parse_actual(&bad, 2).is_err(), "{bad:?}");
         }

@@ -71,27 +71,33 @@ async fn testthat(env: &Env<'_, '_>, tests: &str) -> Outcome {
         Err(o) => return o,
     };
     let held = run.held(tests);
-    // Root starts the two R processes (`python/r_launch.py`, `r/rb_bridge.R`): the agent's
-    // files are sourced only by the worker (uid 1000); the referee (its own uid, no agent
-    // code) runs the tests and the canaries and writes the report, which the launcher prints
-    // after every process of both uids is gone (so no kill of leftovers is needed here).
-    let seconds = env.remaining().saturating_sub(Duration::from_secs(5)).as_secs_f64();
+    // Root starts the two R processes (`r/r_launch.sh`, `r/rb_bridge.R`): the agent's files
+    // are sourced only by the worker (uid 1000); the referee (its own uid, no agent code)
+    // runs the tests and the canaries and writes the report, which the launcher prints after
+    // every process of both uids is gone (so no kill of leftovers is needed here).
+    let seconds = env
+        .remaining()
+        .saturating_sub(Duration::from_secs(5))
+        .as_secs()
+        .max(1);
     let argv = vec![
-        "python3".into(),
-        "-I".into(),
-        "-B".into(),
-        format!("{}/r_launch.py", env.rb_dir),
+        "sh".into(),
+        format!("{}/r_launch.sh", env.rb_dir),
         env.rb_dir.clone(),
         run.dir.clone(),
         held,
         planted.path,
         env.ctx.workspace.clone(),
-        format!("{seconds:.1}"),
+        seconds.to_string(),
     ];
     let out = tryf!(
         env.exec_as("root", argv, run.vars(), Some("/"), None, REPORT_CAP + 1)
             .await
     );
+    if out.exit_code == Some(81) {
+        return Outcome::new(Status::EnvBroken, 0.0)
+            .detail("the grading image lacks setpriv (util-linux), which the testthat grader needs");
+    }
     if out.exit_code == Some(4) || out.timed_out {
         return Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out));
     }
