@@ -1,7 +1,7 @@
 """Runs a task-author script (Harbor verifier, `command`) and notes whether it executed a
 workspace program (research-bench rubrics).
 
-Usage (as root, `python3 -I -B`): author_run.py UID GID ROOTS REPORT ARGV...
+Usage (as root, `python3 -I -B`): author_run.py UID GID ROOTS ARGV...
 ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). The script runs
 as UID:GID (no supplementary groups) in the current directory with the current environment plus
 RB_AUDIT_FD (the write end of a pipe only this process reads) and RB_AUDIT_ROOTS. Its Python
@@ -10,7 +10,9 @@ by `python3 -I`), whose audit hook writes a line to that pipe before a workspace
 imported or a workspace file is opened as code or started; meanwhile this process looks every
 few milliseconds at the uid's processes for one whose program or arguments are workspace
 programs (a process seen again after an exec is looked at again). What the script's children write to the pipe after that cannot take a line back.
-REPORT (root-only) receives {"events": [{"how", "path"}]}; the exit status is the script's.
+The script's standard output goes to standard error (beside its own), so this process's standard
+output carries only the report, {"events": [{"how", "path"}]}, which no process of the uid can
+write to; the exit status is the script's.
 """
 
 import json
@@ -99,7 +101,7 @@ def look(uid, roots, seen, events):
 def main():
     uid, gid = int(sys.argv[1]), int(sys.argv[2])
     roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
-    report, argv = sys.argv[4], sys.argv[5:]
+    argv = sys.argv[4:]
     install_hook()
     r, w = os.pipe()
     os.set_inheritable(w, True)
@@ -110,6 +112,7 @@ def main():
     if pid == 0:
         try:
             os.close(r)
+            os.dup2(2, 1)
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
@@ -149,9 +152,8 @@ def main():
     for e in events:
         if e not in uniq:
             uniq.append(e)
-    fd = os.open(report, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"events": uniq[:50]}, f)
+    sys.stdout.write(json.dumps({"events": uniq[:50]}))
+    sys.stdout.flush()
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))
     sys.exit(128 + os.WTERMSIG(status))

@@ -1,7 +1,8 @@
 """Makes a task's forbidden modules unavailable to agent processes (research-bench rubrics).
 
 Usage (as root, `python3 -I -B`, cwd `/`): forbid_setup.py FORBIDDEN_JSON SHADOW_DIR GID
-Prints one JSON object: {"denied": [paths], "stubs": [dotted names], "callables": [names]}.
+Prints one JSON object: {"denied": [paths], "stubs": [dotted names], "callables": [names],
+"stdlib": [names]}.
 
 For every forbidden name that is an installed module (found without importing anything):
 - its real files (a package's folder, or a module's file and its cached bytecode) become
@@ -15,7 +16,9 @@ For every forbidden name that is an installed module (found without importing an
   stub by code outside the standard library and installed packages appends a finding to
   RB_FORBIDDEN_LOG (the same JSON lines as rb_guard.py).
 A forbidden name that is not a module (a callable such as numpy.linalg.solve) is listed under
-"callables": for those, rb_guard.py's in-process wrappers are the only guard.
+"callables", and a module of the standard library (which our own harness in the agent's process,
+pytest, may import) under "stdlib": for those, rb_guard.py's in-process wrappers are the only
+guard.
 Idempotent: a second run with the same arguments changes nothing more.
 """
 
@@ -166,10 +169,22 @@ def build(node, real_dirs, here, prefix, shadow):
                   os.path.join(here, child), name, shadow)
 
 
+def in_stdlib(spec):
+    import sysconfig
+    std = [os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")]
+    places = list(spec.submodule_search_locations or []) + [spec.origin or ""]
+    for p in places:
+        p = os.path.realpath(p) if p else ""
+        if p and any(p == r or p.startswith(r + os.sep) for r in std) \
+                and "-packages" not in p:
+            return True
+    return False
+
+
 def main():
     forbidden = json.loads(sys.argv[1])
     shadow, gid = sys.argv[2], int(sys.argv[3])
-    out = {"denied": [], "stubs": [], "callables": []}
+    out = {"denied": [], "stubs": [], "callables": [], "stdlib": []}
     tree = {}  # top -> [stub?, children, spec]
     for name in sorted(set(forbidden), key=lambda n: n.count(".")):
         specs = find(name)
@@ -177,6 +192,9 @@ def main():
             parent = find(name.rpartition(".")[0]) if "." in name else None
             if parent is not None:
                 out["callables"].append(name)
+            continue
+        if in_stdlib(specs[0]):
+            out["stdlib"].append(name)
             continue
         parts = name.split(".")
         node = tree

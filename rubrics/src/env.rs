@@ -41,9 +41,9 @@ pub struct GradingContext<'a> {
     /// from the same host folders); `false`: [`crate::grade`] takes it (one exec more).
     pub snapshot_staged: bool,
     /// A root-owned copy of the task's pristine workspace (its inputs), when the caller staged
-    /// one: files the agent left unchanged there are the task's, not the agent's (`reproduce`
-    /// keeps them for its re-run, the forbidden-API scan skips them). `None`: every file in
-    /// the workspace counts as the agent's.
+    /// one: `reproduce` puts these back for its re-run (as the task gave them), the forbidden-API
+    /// scan skips the files the agent left unchanged. `None`: every file in the workspace
+    /// counts as the agent's.
     pub task_inputs: Option<String>,
     /// Answers of trusted probes; a fresh cache by default, the caller's to share them
     /// between gradings in containers of the same pristine image ([`ImageProbes`]).

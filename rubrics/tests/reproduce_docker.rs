@@ -302,12 +302,12 @@ async fn a_hanging_script_times_out_within_the_budget_and_the_outputs_are_restor
 }
 
 /// A `reproduce.py` that copies a data file the agent wrote by hand: the re-run has only the
-/// agent's code and the unchanged task inputs, so the copy fails and the grader scores 0; an
-/// honest script reading an unchanged task input still reproduces.
+/// agent's code and the task's inputs (as the task gave them), so the copy fails and the grader
+/// scores 0; an honest script reading task inputs still reproduces.
 #[tokio::test]
 async fn a_copied_hand_written_data_file_does_not_reproduce() {
     let forger = b"import os, shutil\nos.makedirs('results', exist_ok=True)\nshutil.copy('notes/numbers.dat', 'results/fig.csv')\nshutil.copy('notes/summary.dat', 'results/summary.txt')\n";
-    let honest = b"import os\nassert open('data/divisor.txt').read().strip() == '2'\nassert not os.path.exists('data/tweaked.txt'), 'a changed task input is the agent data'\nos.makedirs('results', exist_ok=True)\nrows = [(t, t * t / 2) for t in range(5)]\nwith open('results/fig.csv', 'w') as f:\n    f.write('t,y\\n')\n    for t, y in rows:\n        f.write(f'{t},{y!r}\\n')\nopen('results/summary.txt', 'w').write(f'max y = {max(y for _, y in rows)}\\n')\n";
+    let honest = b"import os\nassert open('data/divisor.txt').read().strip() == '2'\nassert open('data/tweaked.txt').read() == 'original\\n', 'a changed task input is there as the task gave it'\nos.makedirs('results', exist_ok=True)\nrows = [(t, t * t / 2) for t in range(5)]\nwith open('results/fig.csv', 'w') as f:\n    f.write('t,y\\n')\n    for t, y in rows:\n        f.write(f'{t},{y!r}\\n')\nopen('results/summary.txt', 'w').write(f'max y = {max(y for _, y in rows)}\\n')\n";
     for (name, run, extra) in [
         (
             "forger",

@@ -5,10 +5,9 @@
 //! write its verdict.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::checks::agent_run::AgentRun;
-use crate::env::{AUTHOR_USER, Env, Fault, FileRead, LOG_CAP};
+use crate::env::{AUTHOR_USER, Env, Fault, LOG_CAP};
 
 /// The prefix of the detail (and of the report's flag) saying that a task-author script
 /// executed a workspace program.
@@ -51,7 +50,6 @@ pub(crate) async fn exec_author(
     let (uid, gid) = AUTHOR_USER
         .split_once(':')
         .unwrap_or((AUTHOR_USER, AUTHOR_USER));
-    let report = format!("{}.audit.json", run.dir);
     let mut wrapped = vec![
         "python3".to_owned(),
         "-I".into(),
@@ -60,7 +58,6 @@ pub(crate) async fn exec_author(
         uid.to_owned(),
         gid.to_owned(),
         env.ctx.workspace.clone(),
-        report.clone(),
     ];
     wrapped.extend(argv);
     // Root starts the wrapper; the script itself runs as the author's uid.
@@ -71,29 +68,18 @@ pub(crate) async fn exec_author(
         .await;
     env.reap(AUTHOR_USER).await;
     let out = out?;
-    let ran = match env.read_file(&report, 256 * 1024).await? {
-        FileRead::Bytes(b) => serde_json::from_slice::<serde_json::Value>(&b)
-            .ok()
-            .and_then(|v| v["events"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .map(|e| {
-                (
-                    e["how"].as_str().unwrap_or("?").to_owned(),
-                    e["path"].as_str().unwrap_or("?").to_owned(),
-                )
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let _ = env
-        .exec(
-            crate::env::sv(&["rm", "-f", &report]),
-            false,
-            Some("/"),
-            Some(Duration::from_secs(30)),
-            1024,
-        )
-        .await;
+    // The wrapper's standard output is its report alone (the script's goes to stderr).
+    let ran = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["events"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                e["how"].as_str().unwrap_or("?").to_owned(),
+                e["path"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect();
     Ok(AuthorRun { out, ran })
 }

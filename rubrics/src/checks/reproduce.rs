@@ -16,7 +16,8 @@ use crate::checks::{CheckSpec, Run};
 
 /// Fabrication check: rebuild the workspace from the snapshot (every agent process killed),
 /// set the agent's submitted `outputs` aside and every other data file it delivered too (only
-/// its code and the unchanged task inputs stay: [`CODE_FILES`], [`crate::GradingContext::task_inputs`]),
+/// its code stays, [`CODE_FILES`], and the task's own inputs come back as the task gave them,
+/// [`crate::GradingContext::task_inputs`]),
 /// re-run the agent's own entry command (`argv`, cwd `/workspace`, as uid 1000) and compare
 /// what it regenerates with what was submitted (`*.csv` numerically at `rtol`/`atol`, defaults 1e-5/1e-8;
 /// anything else byte for byte). Regenerated and equal: pass. The command fails, times out
@@ -85,8 +86,8 @@ impl Run for Reproduce {
 const REPRODUCE_RESERVE: Duration = Duration::from_secs(20);
 
 /// The files a re-run keeps of what the agent delivered (by name; anything else it wrote is
-/// data and is set aside): source code and build files. A task input the agent left unchanged
-/// stays too.
+/// data and is set aside): source code and build files. The task's own inputs are put back as
+/// the task gave them.
 pub const CODE_FILES: &[&str] = &[
     "*.py", "*.pyx", "*.pxd", "*.pyi", "*.ipynb", "*.sh", "*.bash", "*.R", "*.r", "*.jl", "*.c",
     "*.h", "*.cc", "*.cpp", "*.cxx", "*.hpp", "*.f", "*.f90", "*.f95", "*.m", "*.rs", "*.go",
@@ -94,9 +95,9 @@ pub const CODE_FILES: &[&str] = &[
 ];
 
 /// Moves each submitted output to `$d/<index>` (root-only), printing `present`/`missing` per
-/// output, then every other file of the workspace that is neither code (`$7`: a `case`
-/// pattern list, `|`-separated) nor an unchanged task input (the same bytes at the same path
-/// under `$6`; `""`: none known) to `$d/pruned/<path>`, printing `pruned N`. Recreates the
+/// output, then every other file of the workspace that is not code (`$7`: `find -name`
+/// patterns, `|`-separated) to `$d/pruned/<path>` and puts back the task's own inputs that are
+/// not code (from `$6`, as the task gave them; `""`: none known), printing `pruned N`. Recreates the
 /// agent's view for the re-run: the workspace belongs to the agent's uid; the held-out files
 /// and our scratch folder do not (the agent's code can neither read the expected data nor touch
 /// our logs); its forbidden-API hits go to a log of its own.
@@ -119,36 +120,32 @@ for f in "$@"; do
 done
 mkdir -p "$d/pruned" || exit 90
 cd "$ws" || exit 90
-n="$(find . -type f -exec sh -c '
-  d="$1"; inputs="$2"; code="$3"; shift 3; n=0
-  for f; do
-    rel="${f#./}"; base="${rel##*/}"
-    keep=0
-    eval "case \"\$base\" in $code) keep=1;; esac"
-    if [ "$keep" = 0 ] && [ -n "$inputs" ] && [ -f "$inputs/$rel" ] && cmp -s "$inputs/$rel" "$f"; then keep=1; fi
-    [ "$keep" = 1 ] && continue
-    mkdir -p "$d/pruned/$(dirname "$rel")" && mv "$f" "$d/pruned/$rel" || exit 1
-    n=$((n+1))
-  done
-  echo "$n"' sh "$d" "$inputs" "$code" {} +)" || exit 97
-echo "pruned $(echo "$n" | awk '{s+=$1} END {print s+0}')"
+# The find expression naming code files: -name P1 -o -name P2 ...
+set -f; oldifs="$IFS"; IFS='|'; set -- $code; IFS="$oldifs"; set +f
+n=$#; k=0
+for p; do
+  if [ "$k" = 0 ]; then set -- "$@" -name "$p"; else set -- "$@" -o -name "$p"; fi
+  k=$((k+1))
+done
+shift "$n"
+# Every file that is not code leaves (two processes, whatever the count), then the task's own
+# inputs that are not code come back as the task gave them.
+find . -type f ! \( "$@" \) -print0 | tar --null --no-recursion -T - --remove-files -cf - | tar -C "$d/pruned" -xf - || exit 97
+if [ -n "$inputs" ] && [ -d "$inputs" ]; then
+  (cd "$inputs" && find . -type f ! \( "$@" \) -print0 | tar --null --no-recursion -T - -cf -) | tar -C "$ws" -xf - || exit 97
+  # The count for the report: what was set aside and is not a task input as the task gave it.
+  n="$(cd "$d/pruned" && find . -type f | while IFS= read -r f; do if [ -f "$inputs/$f" ] && cmp -s "$inputs/$f" "$f"; then :; else echo x; fi; done | wc -l)"
+else
+  n="$(find "$d/pruned" -type f | wc -l)"
+fi
+chown -R 1000:1000 "$ws" || exit 93
+echo "pruned $n"
 "#;
 
-/// Puts the submitted outputs back (and removes what the re-run wrote where nothing was
-/// submitted); appends the re-run's forbidden-API hits to the main log.
+/// Removes the set-aside copies and appends the re-run's forbidden-API hits to the main log
+/// (the workspace itself is rebuilt from the snapshot afterwards: exactly what was delivered).
 const RESTORE: &str = r#"set -u
-d="$1"; runlog="$2"; mainlog="$3"; ws="$4"; shift 4
-if [ -d "$d/pruned" ]; then
-  (cd "$d/pruned" && find . -type f -exec sh -c 'ws="$1"; shift; for f; do r="${f#./}"; mkdir -p "$ws/$(dirname "$r")" && rm -rf "$ws/$r" && mv "$f" "$ws/$r" || exit 1; done' sh "$ws" {} +) || exit 93
-fi
-i=0
-for f in "$@"; do
-  rm -rf "$f"
-  if [ -f "$d/$i" ]; then
-    mkdir -p "$(dirname "$f")" && cp -p "$d/$i" "$f" || exit 92
-  fi
-  i=$((i+1))
-done
+d="$1"; runlog="$2"; mainlog="$3"
 rm -rf "$d"
 if [ -n "$runlog" ] && [ -f "$runlog" ]; then cat "$runlog" >> "$mainlog" && rm -f "$runlog"; fi
 "#;
@@ -331,7 +328,7 @@ async fn reproduce(
     }
     if pruned > 0 {
         o = o.detail(format!(
-            "re-run without the {pruned} other data file(s) the agent delivered (only its code and the unchanged task inputs were present)"
+            "re-run without the {pruned} other data file(s) the agent delivered (only its code and the task's own inputs were present)"
         ));
     }
     if let Err(e) = restored {
@@ -352,18 +349,9 @@ async fn restore(
     runlog: &str,
     paths: &[String],
 ) -> Result<(), String> {
-    let mut argv = sv(&[
-        "sh",
-        "-c",
-        RESTORE,
-        "sh",
-        dir,
-        runlog,
-        &env.forbidden_log,
-        &env.ctx.workspace,
-    ]);
-    argv.extend(paths.iter().cloned());
-    match env
+    let _ = paths;
+    let argv = sv(&["sh", "-c", RESTORE, "sh", dir, runlog, &env.forbidden_log]);
+    let logged = match env
         .exec(
             argv,
             false,
@@ -378,7 +366,14 @@ async fn restore(
         Err(Fault::Sandbox(e)) => Err(e.to_string()),
         Err(Fault::Broken(e)) => Err(e),
         Err(Fault::Budget) => Err("the grading budget ran out".into()),
-    }
+    };
+    // Every agent process killed, the workspace as delivered again.
+    let rebuilt = snapshot::reset_workspace(env).await.map_err(|f| match f {
+        Fault::Sandbox(e) => e.to_string(),
+        Fault::Broken(e) => e,
+        Fault::Budget => "the grading budget ran out".into(),
+    });
+    logged.and(rebuilt)
 }
 
 /// Compares a regenerated output with the submitted copy (CSV numerically, else by bytes).
