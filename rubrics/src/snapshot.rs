@@ -216,19 +216,6 @@ pub(crate) async fn take(env: &Env<'_, '_>) -> Result<Vec<String>, Fault> {
     Ok(odd)
 }
 
-/// Rebuilds the live workspace from the snapshot (before agent or task-author code runs).
-pub(crate) async fn reset_workspace(env: &Env<'_, '_>) -> Result<(), Fault> {
-    let out = reset_then(env, "", &[], Duration::from_secs(600), 64 * 1024).await?;
-    if out.success() {
-        Ok(())
-    } else {
-        reset_outcome(out)?;
-        Err(Fault::Broken(
-            "cannot restore the workspace from the snapshot".into(),
-        ))
-    }
-}
-
 /// The reset part of an exec from [`reset_then`]: `Err` when it failed.
 pub(crate) fn reset_outcome(out: sandbox::ExecOutcome) -> Result<sandbox::ExecOutcome, Fault> {
     if !reset_failed(&out) && !out.timed_out {

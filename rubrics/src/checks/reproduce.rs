@@ -177,8 +177,6 @@ async fn reproduce(
         return Outcome::new(Status::GraderError, 0.0)
             .detail("reproduce needs a command (argv) and the outputs it must regenerate");
     }
-    // Start from exactly what the agent submitted (the snapshot).
-    tryf!(snapshot::reset_workspace(env).await);
     let dir = env.scratch(&format!("reproduce-{}", unique()));
     let paths: Vec<String> = outputs.iter().map(|o| env.ws(o)).collect();
     let mut run_env = env.py_env.clone();
@@ -198,10 +196,6 @@ async fn reproduce(
         String::new()
     };
     let mut aside = sv(&[
-        "sh",
-        "-c",
-        SET_ASIDE,
-        "sh",
         &dir,
         &runlog,
         &env.ctx.workspace,
@@ -211,15 +205,12 @@ async fn reproduce(
         &CODE_FILES.join("|"),
     ]);
     aside.extend(paths.iter().cloned());
+    // One root exec: every agent process killed, the workspace rebuilt from the snapshot
+    // (exactly what the agent submitted), then the outputs and the data set aside.
     let out = tryf!(
-        env.exec(
-            aside,
-            false,
-            Some("/"),
-            Some(Duration::from_secs(120)),
-            64 * 1024
-        )
-        .await
+        snapshot::reset_then(env, SET_ASIDE, &aside, Duration::from_secs(120), 64 * 1024)
+            .await
+            .and_then(snapshot::reset_outcome)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let submitted: Vec<bool> = stdout
@@ -350,30 +341,16 @@ async fn restore(
     paths: &[String],
 ) -> Result<(), String> {
     let _ = paths;
-    let argv = sv(&["sh", "-c", RESTORE, "sh", dir, runlog, &env.forbidden_log]);
-    let logged = match env
-        .exec(
-            argv,
-            false,
-            Some("/"),
-            Some(Duration::from_secs(60)),
-            16 * 1024,
-        )
-        .await
-    {
+    // One root exec: every agent process killed, the workspace as delivered again, then the
+    // set-aside copies removed and the re-run's log appended.
+    let args = sv(&[dir, runlog, &env.forbidden_log]);
+    match snapshot::reset_then(env, RESTORE, &args, Duration::from_secs(120), 16 * 1024).await {
         Ok(out) if out.success() => Ok(()),
         Ok(out) => Err(exit_note(&out)),
         Err(Fault::Sandbox(e)) => Err(e.to_string()),
         Err(Fault::Broken(e)) => Err(e),
         Err(Fault::Budget) => Err("the grading budget ran out".into()),
-    };
-    // Every agent process killed, the workspace as delivered again.
-    let rebuilt = snapshot::reset_workspace(env).await.map_err(|f| match f {
-        Fault::Sandbox(e) => e.to_string(),
-        Fault::Broken(e) => e,
-        Fault::Budget => "the grading budget ran out".into(),
-    });
-    logged.and(rebuilt)
+    }
 }
 
 /// Compares a regenerated output with the submitted copy (CSV numerically, else by bytes).
