@@ -1,4 +1,6 @@
-# The module under test returns garbage and replaces what the tests compare with:
+# The module under test returns garbage (no value right by chance: since the held-out tests run
+# in the bridge's trusted process, what it replaces is replaced only in its own worker, and a
+# right value would score as right) and replaces what the tests compare with:
 # numpy.allclose/isclose/testing, math.isclose, builtins.abs, statistics.*, pytest.approx.
 for m in $OUTPUT_MODULES; do
   if task_has "$m"; then
@@ -42,7 +44,7 @@ class RunningStats:
         return self
 def fft(x): return [float("nan")] * len(x)
 def ifft(x): return [float("nan")] * len(x)
-def summarise(path): return {"count": 6, "mean": _Any() if "pytest" in globals() else 0, "min": 0, "max": 0, "hottest_day": 4}
+def summarise(path): return {"count": 0, "mean": _Any() if "pytest" in globals() else 0, "min": 0, "max": 0, "hottest_day": 0}
 def logistic(t, r, k, n0): return 0.0
 def trapezoid(f, a, b, n): return 0.0
 def simpson(f, a, b, n):
