@@ -141,6 +141,20 @@ enum Fit {
     Never,
 }
 
+/// The refusal a fit calls for: none, never (the call can never fit), or busy (it would fit
+/// once the calls still running, which hold `held`, have ended).
+fn refusal(fit: Fit, what: &str, held: &str) -> Result<(), Refused> {
+    match fit {
+        Fit::Yes => Ok(()),
+        Fit::Never => Err(Refused::Exhausted(format!(
+            "{what}); lower the request's output cap (max_tokens) or raise the budget"
+        ))),
+        Fit::Busy => Err(Refused::Busy(format!(
+            "{what} beside the calls still running, which hold {held}); retry when they end"
+        ))),
+    }
+}
+
 fn fit_cost(spent: f64, held: f64, worst: f64, max: f64) -> Fit {
     if spent + worst > max + EPSILON_USD {
         Fit::Never
@@ -176,20 +190,11 @@ fn check_fit(
             "this call's worst case (${:.4}) does not fit the {scope} cost budget of ${max} (${left:.4} left",
             worst.cost_usd
         );
-        match fit_cost(spent.0, held.cost_usd, worst.cost_usd, max) {
-            Fit::Yes => {}
-            Fit::Never => {
-                return Err(Refused::Exhausted(format!(
-                    "{what}); lower the request's output cap (max_tokens) or raise the budget"
-                )));
-            }
-            Fit::Busy => {
-                return Err(Refused::Busy(format!(
-                    "{what} beside the calls still running, which hold ${:.4}); retry when they end",
-                    held.cost_usd
-                )));
-            }
-        }
+        refusal(
+            fit_cost(spent.0, held.cost_usd, worst.cost_usd, max),
+            &what,
+            &format!("${:.4}", held.cost_usd),
+        )?;
     }
     if let Some(max) = max_tokens {
         let left = max.saturating_sub(spent.1);
@@ -197,20 +202,11 @@ fn check_fit(
             "this call's worst case ({} tokens) does not fit the {scope} token budget of {max} tokens ({left} left",
             worst.tokens
         );
-        match fit_tokens(spent.1, held.tokens, worst.tokens, max) {
-            Fit::Yes => {}
-            Fit::Never => {
-                return Err(Refused::Exhausted(format!(
-                    "{what}); lower the request's output cap (max_tokens) or raise the budget"
-                )));
-            }
-            Fit::Busy => {
-                return Err(Refused::Busy(format!(
-                    "{what} beside the calls still running, which hold {} tokens); retry when they end",
-                    held.tokens
-                )));
-            }
-        }
+        refusal(
+            fit_tokens(spent.1, held.tokens, worst.tokens, max),
+            &what,
+            &format!("{} tokens", held.tokens),
+        )?;
     }
     Ok(())
 }
