@@ -1,14 +1,12 @@
-"""Trusted launcher of every Python process a grader starts (research-bench rubrics).
+"""How a Python process of ours that loads the agent's code is readied (research-bench
+rubrics): `setup_agent_process`, called first by the bridge's worker (`bridge_worker.py`).
 
-Run as: python3 -I -B launch.py WORKSPACE MODE ARGS...
-`-I` ignores PYTHON* variables and the user site and puts neither the working directory nor
-this script's folder on sys.path. The path becomes: standard library, installed packages, this
-harness folder, then the agent's workspace LAST, so an agent file named like a standard or
-installed module (json.py, numpy.py, pytest.py, _pytest/, sitecustomize.py, a .pth file) is
-never imported in its place. The forbidden-API guard is installed before any agent code runs.
-
-MODE pytest: pytest.main(ARGS) with plugin autoload off (no pytest11 entry point of the
-agent's); MODE script: runs ARGS[0] as __main__ with ARGS as sys.argv.
+The process runs `python3 -I -B`: `-I` ignores PYTHON* variables and the user site and puts
+neither the working directory nor the script's folder on sys.path. The path becomes: the
+forbidden modules' shadow folder, standard library, installed packages, this harness folder,
+then the agent's workspace LAST, so an agent file named like a standard or installed module
+(json.py, numpy.py, pytest.py, _pytest/, sitecustomize.py, a .pth file) is never imported in
+its place. The forbidden-API guard is installed before any agent code runs.
 """
 
 import os
@@ -39,23 +37,3 @@ def setup_agent_process(ws):
     if ws:
         sys.path.append(ws)
 
-
-def main():
-    ws, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    setup_agent_process(ws)
-    if mode == "pytest":
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        import pytest
-        code = pytest.main(args)
-        sys.stdout.flush()
-        sys.exit(int(code))
-    elif mode == "script":
-        import runpy
-        sys.argv = list(args)
-        runpy.run_path(args[0], run_name="__main__")
-    else:
-        sys.exit("launch.py: unknown mode %r" % mode)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Runtime forbidden-API guard (research-bench rubrics).
 
-Imported by launch.py before any agent code (and, for the agent's own re-run entry command,
+Imported by launch.py's setup_agent_process before any agent code (and, for the agent's own re-run entry command,
 through hook/sitecustomize.py). RB_FORBIDDEN: JSON list of dotted names (modules such as
 `numpy.fft`, or callables such as `numpy.fft.fft`); RB_AGENT_ROOTS: os.pathsep-separated
 directories whose code is the agent's; RB_TRUSTED_ROOTS: extra directories whose code is ours
@@ -46,7 +46,7 @@ for _k in ("stdlib", "platstdlib", "purelib", "platlib"):
     if _p:
         _TRUSTED.add(os.path.realpath(_p))
 for _p in sys.path:
-    # At this point sys.path holds only the interpreter's own folders (launch.py adds the
+    # At this point sys.path holds only the interpreter's own folders (setup_agent_process adds the
     # workspace after importing us).
     if _p and os.path.isdir(_p):
         _TRUSTED.add(os.path.realpath(_p))

@@ -1,7 +1,7 @@
 """Loads the runtime forbidden-API guard through PYTHONPATH (research-bench rubrics).
 
 Only for the agent's own entry command re-run by `reproduce`; every other Python process a
-grader starts goes through `launch.py`, which imports the guard itself.
+grader starts is readied by `launch.setup_agent_process`, which imports the guard itself.
 """
 
 import os

@@ -317,7 +317,7 @@ async fn values(
         .await
     );
     let stderr = String::from_utf8_lossy(&ran.stderr);
-    let mut compile = TestResult::new("compile", Status::CompileOk);
+    let compile = TestResult::new("compile", Status::CompileOk);
     if stderr.lines().any(|l| l == "@rb canary-unlinked") {
         return tampering(&format!(
             "the agent's sources build with the held-out driver but not with the canary driver: {}",
@@ -325,16 +325,7 @@ async fn values(
         ));
     }
     if !stderr.lines().any(|l| l == "@rb built") {
-        let status = if ran.timed_out {
-            Status::Timeout
-        } else {
-            Status::CompileFail
-        };
-        compile.status = status;
-        let mut o =
-            Outcome::new(status, 0.0).detail(format!("compilation failed: {}", exit_note(&ran)));
-        o.tests.push(compile.with_message(tail(&ran.stderr, 3000)));
-        return o;
+        return compile_failure(&ran);
     }
     let relayed: String = stderr
         .lines()
@@ -411,18 +402,9 @@ async fn legacy(
         )
         .await
     );
-    let mut compile = TestResult::new("compile", Status::CompileOk);
+    let compile = TestResult::new("compile", Status::CompileOk);
     if !out.success() {
-        let status = if out.timed_out {
-            Status::Timeout
-        } else {
-            Status::CompileFail
-        };
-        compile.status = status;
-        let mut o =
-            Outcome::new(status, 0.0).detail(format!("compilation failed: {}", exit_note(&out)));
-        o.tests.push(compile.with_message(tail(&out.stderr, 3000)));
-        return o;
+        return compile_failure(&out);
     }
     // The canary: the agent's sources linked with a driver of ours that prints a known
     // `Results:` line and calls nothing. Agent code that forges the summary (a constructor, an
@@ -509,6 +491,21 @@ async fn legacy(
         )),
     };
     o.tests.insert(0, compile);
+    o
+}
+
+
+/// A build that failed or ran out of time: 0, with the compiler's output as the `compile` test.
+fn compile_failure(out: &sandbox::ExecOutcome) -> Outcome {
+    let status = if out.timed_out {
+        Status::Timeout
+    } else {
+        Status::CompileFail
+    };
+    let mut o =
+        Outcome::new(status, 0.0).detail(format!("compilation failed: {}", exit_note(out)));
+    o.tests
+        .push(TestResult::new("compile", status).with_message(tail(&out.stderr, 3000)));
     o
 }
 
