@@ -15,10 +15,12 @@ mod suite;
 mod task;
 
 pub use error::{Location, SuiteError, TaskError};
-pub use load::{SOLVE_SCRIPT, TASK_FILE, load_task, load_task_collecting};
+pub use load::{TASK_FILE, load_task, load_task_collecting};
 pub use spec::{Constraints, Environment, NetworkAccess, TaskKind};
 pub use suite::load_suite;
 /// `[metadata]` key of the notes an importer leaves (see [`Task::notes`]).
 pub const IMPORT_NOTES_KEY: &str = "import_notes";
 
-pub use task::{AgentView, HeldOut, OracleSolution, Stage, Task, Workspace, WorkspaceFile};
+pub use task::{
+    AgentView, HeldOut, OracleSolution, SOLVE_SCRIPT, Stage, Task, Workspace, WorkspaceFile,
+};

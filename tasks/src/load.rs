@@ -13,12 +13,10 @@ use toml::Spanned;
 use crate::error::{Location, TaskError, line_col};
 use crate::paths::{is_within, normalize_relative, overlaps, relative_slash};
 use crate::spec::{StageFile, TaskFile};
-use crate::task::{Stage, Task};
+use crate::task::{SOLVE_SCRIPT, Stage, Task};
 
 /// The task file's name.
 pub const TASK_FILE: &str = "task.toml";
-/// The oracle's entry point inside `solution/`.
-pub const SOLVE_SCRIPT: &str = "solve.sh";
 const WEIGHT_TOLERANCE: f64 = 1e-6;
 
 /// Loads and validates one task folder; returns the first problem found (see

@@ -10,6 +10,9 @@ use serde::Serialize;
 use crate::error::TaskError;
 use crate::spec::{Constraints, Environment, TaskKind};
 
+/// The oracle's entry point inside `solution/`.
+pub const SOLVE_SCRIPT: &str = "solve.sh";
+
 /// One ordered stage with its prompt (prompt files already read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stage {
@@ -128,7 +131,7 @@ impl Task {
     pub fn oracle_solution(&self) -> Option<OracleSolution> {
         self.solution_dir.as_ref().map(|dir| OracleSolution {
             dir: dir.clone(),
-            entrypoint: crate::load::SOLVE_SCRIPT.to_owned(),
+            entrypoint: SOLVE_SCRIPT.to_owned(),
         })
     }
 }
