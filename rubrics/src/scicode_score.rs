@@ -130,7 +130,10 @@ mod tests {
     #[test]
     fn whole_problem_trials_count_a_problem_only_when_every_step_passes() {
         let tasks: BTreeMap<String, TaskSteps> = [
-            ("scicode-1".to_owned(), task("1", &["1.1", "1.2"], &["1.1", "1.2"])),
+            (
+                "scicode-1".to_owned(),
+                task("1", &["1.1", "1.2"], &["1.1", "1.2"]),
+            ),
             ("scicode-2".to_owned(), task("2", &["2.1"], &["2.1"])),
         ]
         .into_iter()
@@ -138,14 +141,34 @@ mod tests {
         let d1 = data(&[("1.1", "pass"), ("1.2", "fail")]);
         let d2 = data(&[("2.1", "pass")]);
         let trials = [
-            TrialSteps { task_id: "scicode-1", agent: "a", repeat: 0, data: Some(&d1) },
-            TrialSteps { task_id: "scicode-2", agent: "a", repeat: 0, data: Some(&d2) },
-            TrialSteps { task_id: "other", agent: "a", repeat: 0, data: None },
+            TrialSteps {
+                task_id: "scicode-1",
+                agent: "a",
+                repeat: 0,
+                data: Some(&d1),
+            },
+            TrialSteps {
+                task_id: "scicode-2",
+                agent: "a",
+                repeat: 0,
+                data: Some(&d2),
+            },
+            TrialSteps {
+                task_id: "other",
+                agent: "a",
+                repeat: 0,
+                data: None,
+            },
         ];
         let s = score(&tasks, &trials);
         assert_eq!(s.len(), 1);
         assert_eq!(
-            (s[0].steps_passed, s[0].steps_total, s[0].problems_solved, s[0].problems_total),
+            (
+                s[0].steps_passed,
+                s[0].steps_total,
+                s[0].problems_solved,
+                s[0].problems_total
+            ),
             (2, 3, 1, 2)
         );
         assert_eq!(s[0].to_string(), "a: steps 2/3, main problems 1/2");
@@ -163,12 +186,42 @@ mod tests {
         // A trial that reports a step it does not grade gains nothing by it.
         let forged = data(&[("7.1", "pass"), ("7.2", "pass"), ("7.3", "pass")]);
         let trials = [
-            TrialSteps { task_id: "scicode-7.1", agent: "gold", repeat: 0, data: Some(&p1) },
-            TrialSteps { task_id: "scicode-7.2", agent: "gold", repeat: 0, data: Some(&p2) },
-            TrialSteps { task_id: "scicode-7.3", agent: "gold", repeat: 0, data: Some(&p3) },
-            TrialSteps { task_id: "scicode-7.1", agent: "half", repeat: 0, data: Some(&forged) },
-            TrialSteps { task_id: "scicode-7.2", agent: "half", repeat: 0, data: None },
-            TrialSteps { task_id: "scicode-7.3", agent: "half", repeat: 0, data: Some(&p3) },
+            TrialSteps {
+                task_id: "scicode-7.1",
+                agent: "gold",
+                repeat: 0,
+                data: Some(&p1),
+            },
+            TrialSteps {
+                task_id: "scicode-7.2",
+                agent: "gold",
+                repeat: 0,
+                data: Some(&p2),
+            },
+            TrialSteps {
+                task_id: "scicode-7.3",
+                agent: "gold",
+                repeat: 0,
+                data: Some(&p3),
+            },
+            TrialSteps {
+                task_id: "scicode-7.1",
+                agent: "half",
+                repeat: 0,
+                data: Some(&forged),
+            },
+            TrialSteps {
+                task_id: "scicode-7.2",
+                agent: "half",
+                repeat: 0,
+                data: None,
+            },
+            TrialSteps {
+                task_id: "scicode-7.3",
+                agent: "half",
+                repeat: 0,
+                data: Some(&p3),
+            },
         ];
         let s = score(&tasks, &trials);
         assert_eq!(s[0].to_string(), "gold: steps 3/3, main problems 1/1");
@@ -178,13 +231,28 @@ mod tests {
     #[test]
     fn repeats_are_separate_samples() {
         let tasks: BTreeMap<String, TaskSteps> =
-            [("scicode-3".to_owned(), task("3", &["3.1"], &["3.1"]))].into_iter().collect();
+            [("scicode-3".to_owned(), task("3", &["3.1"], &["3.1"]))]
+                .into_iter()
+                .collect();
         let ok = data(&[("3.1", "pass")]);
         let bad = data(&[("3.1", "fail")]);
         let trials = [
-            TrialSteps { task_id: "scicode-3", agent: "a", repeat: 0, data: Some(&ok) },
-            TrialSteps { task_id: "scicode-3", agent: "a", repeat: 1, data: Some(&bad) },
+            TrialSteps {
+                task_id: "scicode-3",
+                agent: "a",
+                repeat: 0,
+                data: Some(&ok),
+            },
+            TrialSteps {
+                task_id: "scicode-3",
+                agent: "a",
+                repeat: 1,
+                data: Some(&bad),
+            },
         ];
-        assert_eq!(score(&tasks, &trials)[0].to_string(), "a: steps 1/2, main problems 1/2");
+        assert_eq!(
+            score(&tasks, &trials)[0].to_string(),
+            "a: steps 1/2, main problems 1/2"
+        );
     }
 }

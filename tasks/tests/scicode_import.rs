@@ -108,9 +108,13 @@ async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_
     assert_eq!(ids, ["scicode-29.1", "scicode-29.2", "scicode-29.3"]);
     let task = load_task(&dirs[2]).expect("validates");
     let view = task.agent_view();
-    assert!(view.instruction.contains("Background"), "background included");
     assert!(
-        view.instruction.contains("def normalize") && view.instruction.contains("def inner_product"),
+        view.instruction.contains("Background"),
+        "background included"
+    );
+    assert!(
+        view.instruction.contains("def normalize")
+            && view.instruction.contains("def inner_product"),
         "the prompt carries the earlier steps' code:\n{}",
         view.instruction
     );
@@ -124,11 +128,16 @@ async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_
     .expect("parse");
     assert_eq!(cases["steps"].as_array().map(Vec::len), Some(1));
     assert_eq!(cases["steps"][0]["step_id"], "29.3");
-    let problem_steps = task.metadata()["problem_steps"].as_array().expect("problem_steps");
+    let problem_steps = task.metadata()["problem_steps"]
+        .as_array()
+        .expect("problem_steps");
     assert_eq!(problem_steps.len(), 3);
     assert_eq!(task.metadata()["step_id"].as_str(), Some("29.3"));
     let first = std::fs::read_to_string(dirs[0].join("workspace/solution.py")).expect("first");
-    assert!(!first.contains("def "), "step 1 starts from the dependencies alone:\n{first}");
+    assert!(
+        !first.contains("def "),
+        "step 1 starts from the dependencies alone:\n{first}"
+    );
     let oracle = dirs[2].join("solution/solution.py");
     let report = scicode::check_in_sandbox(
         &backend,

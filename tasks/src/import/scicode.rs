@@ -33,11 +33,11 @@ use crate::spec::{Constraints, Environment, TaskKind};
 /// The derive/check script run inside the sandbox.
 pub const TARGETS_SCRIPT: &str = include_str!("scicode_targets.py");
 /// The `scicode_steps` grader's runner: derivation splits snippets exactly as grading does, and
-/// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]).
-pub const RUNNER_SCRIPT: &str = include_str!("../../../rubrics/python/scicode_runner.py");
+/// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]; the copy `rubrics` ships).
+pub const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
 
 /// The runner's strict comparisons (`rb_strict.py`), shipped beside it.
-pub const STRICT_SCRIPT: &str = include_str!("../../../rubrics/python/rb_strict.py");
+pub const STRICT_SCRIPT: &str = rubrics::grade::RB_STRICT;
 /// Task metadata: the problem's tested steps (both protocols).
 pub const PROBLEM_STEPS_KEY: &str = "problem_steps";
 /// Task metadata: the one step a step-by-step task grades.
@@ -627,8 +627,12 @@ pub async fn import_all(
         };
         let given = &given[&problem.problem_id];
         let wrote = match options.protocol {
-            Protocol::WholeProblem => write_task(problem, given, cases, options, dest).map(|d| vec![d]),
-            Protocol::StepByStep => scicode_stepwise::write_tasks(problem, given, cases, options, dest),
+            Protocol::WholeProblem => {
+                write_task(problem, given, cases, options, dest).map(|d| vec![d])
+            }
+            Protocol::StepByStep => {
+                scicode_stepwise::write_tasks(problem, given, cases, options, dest)
+            }
         };
         match wrote {
             Ok(dirs) => written.extend(dirs),
@@ -689,7 +693,10 @@ fn given_code(problem: &Problem, src: &Path) -> Result<BTreeMap<String, String>,
 }
 
 /// A step's code for a solution file: its gold code or the given code of an untested step.
-pub(super) fn step_code<'a>(step: &'a SubStep, given: &'a BTreeMap<String, String>) -> Option<&'a str> {
+pub(super) fn step_code<'a>(
+    step: &'a SubStep,
+    given: &'a BTreeMap<String, String>,
+) -> Option<&'a str> {
     given
         .get(&step.step_number)
         .map(String::as_str)
@@ -701,7 +708,11 @@ pub(super) fn task_id(problem: &Problem) -> String {
 }
 
 /// Dependencies, then the code (gold or given) of the first `steps` steps that have any.
-pub(super) fn solution_code(problem: &Problem, given: &BTreeMap<String, String>, steps: usize) -> String {
+pub(super) fn solution_code(
+    problem: &Problem,
+    given: &BTreeMap<String, String>,
+    steps: usize,
+) -> String {
     let mut out = problem.required_dependencies.trim_end().to_owned();
     out.push_str("\n\n");
     for step in problem.sub_steps.iter().take(steps) {
@@ -1091,7 +1102,8 @@ impl TaskFrame<'_> {
 pub(super) fn write_cases(dir: &TaskDir, cases: &serde_json::Value) -> Result<(), ImportError> {
     let cases_text =
         serde_json::to_string(cases).map_err(|err| ImportError::Derive(err.to_string()))?;
-    dir.write(&format!("hidden/{CASES_FILE}"), cases_text)
+    dir.write(&format!("hidden/{CASES_FILE}"), cases_text)?;
+    Ok(())
 }
 
 /// The oracle: `solution.py` with the code of the first `steps` steps.
@@ -1108,7 +1120,8 @@ pub(super) fn write_oracle(
     dir.write_script(
         "solution/solve.sh",
         &format!("#!/bin/sh\n# Oracle: the gold code of the graded step(s) and of those before (cwd = /workspace).\nset -eu\ncp /oracle/solution/{SOLUTION_FILE} {SOLUTION_FILE}\n"),
-    )
+    )?;
+    Ok(())
 }
 
 /// The whole-problem protocol: one task, one agent run writes every step.

@@ -67,7 +67,10 @@ fn write_step(
     let step = &problem.sub_steps[index];
     let id = task_id(step);
     let dir = TaskDir::create(dest, &id)?;
-    dir.write("instruction.md", instruction(problem, given, index, options))?;
+    dir.write(
+        "instruction.md",
+        instruction(problem, given, index, options),
+    )?;
     // The code of every step before this one; the agent adds this step's function.
     let before = solution_code(problem, given, index);
     dir.write(&format!("workspace/{SOLUTION_FILE}"), before)?;
@@ -168,4 +171,141 @@ fn instruction(
         step.step_number, step.step_number
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::scicode::{Protocol, task_steps};
+
+    /// Three steps, the second untested upstream (its code given, like 62.1).
+    fn problem() -> Problem {
+        serde_json::from_value(serde_json::json!({
+            "problem_id": "9",
+            "problem_name": "toy",
+            "required_dependencies": "import numpy as np",
+            "sub_steps": [
+                {"step_number": "9.1", "step_description_prompt": "Double x.",
+                 "step_background": "Background: doubling.",
+                 "ground_truth_code": "def double(x):\n    return 2 * x\n",
+                 "function_header": "def double(x):", "return_line": "    return y",
+                 "test_cases": ["assert double(1) == target"]},
+                {"step_number": "9.2", "step_description_prompt": "A helper class.",
+                 "step_background": "", "function_header": "class Box:",
+                 "test_cases": []},
+                {"step_number": "9.3", "step_description_prompt": "Quadruple x.",
+                 "step_background": "Background: twice doubling.",
+                 "ground_truth_code": "def quad(x):\n    return double(double(x))\n",
+                 "function_header": "def quad(x):", "return_line": "    return y",
+                 "test_cases": ["assert quad(1) == target"]}
+            ]
+        }))
+        .expect("a SciCode record")
+    }
+
+    fn given() -> BTreeMap<String, String> {
+        [("9.2".to_owned(), "class Box:\n    pass\n".to_owned())]
+            .into_iter()
+            .collect()
+    }
+
+    fn cases() -> serde_json::Value {
+        serde_json::json!({"problem_id": "9", "required_dependencies": "import numpy as np",
+        "steps": [
+            {"step_id": "9.1", "function_header": "def double(x):",
+             "test_cases": [{"test": "assert double(1) == target", "target": 2}]},
+            {"step_id": "9.3", "function_header": "def quad(x):",
+             "test_cases": [{"test": "assert quad(1) == target", "target": 4}]}
+        ]})
+    }
+
+    fn options(with_background: bool) -> ScicodeOptions {
+        let mut o = ScicodeOptions::new(
+            "unused",
+            sandbox::Owner {
+                run_id: "unit".into(),
+                trial_id: None,
+                role: sandbox::Role::Utility,
+            },
+        );
+        o.protocol = Protocol::StepByStep;
+        o.with_background = with_background;
+        o
+    }
+
+    #[test]
+    fn a_step_prompt_carries_every_earlier_step_with_its_code_then_the_next_step() {
+        let p = problem();
+        let text = instruction(&p, &given(), 2, &options(false));
+        let order = [
+            "### Step 9.1",
+            "Double x.",
+            "def double(x):\n    return 2 * x",
+            "### Step 9.2",
+            "class Box:\n    pass",
+            "## The next step: 9.3",
+            "Quadruple x.",
+            "def quad(x):",
+            "    return y",
+            "## Dependencies",
+            "import numpy as np",
+        ];
+        let mut at = 0;
+        for part in order {
+            let found = text[at..]
+                .find(part)
+                .unwrap_or_else(|| panic!("{part:?} after byte {at} in:\n{text}"));
+            at += found + part.len();
+        }
+        assert!(!text.contains("Background"), "{text}");
+        assert!(
+            !text.contains("return double(double(x))"),
+            "no gold code of the step itself"
+        );
+        let with = instruction(&p, &given(), 2, &options(true));
+        assert!(
+            with.contains("Background: doubling.") && with.contains("Background: twice doubling.")
+        );
+        let first = instruction(&p, &given(), 0, &options(false));
+        assert!(!first.contains("The steps before it"), "{first}");
+    }
+
+    #[test]
+    fn one_task_per_tested_step_each_grading_its_step_on_the_code_before_it() {
+        let p = problem();
+        let dest = tempfile::tempdir().expect("tempdir");
+        let dirs = write_tasks(&p, &given(), cases(), &options(false), dest.path()).expect("write");
+        let names: Vec<String> = dirs
+            .iter()
+            .map(|d| d.file_name().expect("name").to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["scicode-9.1", "scicode-9.3"]);
+        let read = |d: &Path, rel: &str| std::fs::read_to_string(d.join(rel)).expect(rel);
+        let ws3 = read(&dirs[1], "workspace/solution.py");
+        assert!(ws3.starts_with("import numpy as np"));
+        assert!(ws3.contains("def double(x)") && ws3.contains("class Box"));
+        assert!(!ws3.contains("def quad"));
+        let oracle3 = read(&dirs[1], "solution/solution.py");
+        assert!(oracle3.contains("def quad"));
+        let c3: serde_json::Value =
+            serde_json::from_str(&read(&dirs[1], "hidden/scicode_cases.json")).expect("json");
+        assert_eq!(c3["steps"].as_array().map(Vec::len), Some(1));
+        assert_eq!(c3["steps"][0]["step_id"], "9.3");
+        let task = crate::load_task(&dirs[1]).expect("loads");
+        let steps = task_steps(&task).expect("SciCode metadata");
+        assert_eq!(steps.problem_id, "9");
+        assert_eq!(steps.problem_steps, ["9.1", "9.3"]);
+        assert_eq!(steps.graded, ["9.3"]);
+        assert!(task.stages().is_empty());
+    }
+
+    #[test]
+    fn a_step_without_gold_code_has_no_oracle() {
+        let mut p = problem();
+        p.sub_steps[2].ground_truth_code = None;
+        let dest = tempfile::tempdir().expect("tempdir");
+        let dirs = write_tasks(&p, &given(), cases(), &options(false), dest.path()).expect("write");
+        assert!(dirs[0].join("solution/solve.sh").is_file());
+        assert!(!dirs[1].join("solution").exists());
+    }
 }
