@@ -143,6 +143,11 @@ pub enum TasksCommand {
         /// (upstream's `--with-background`).
         #[arg(long)]
         with_background: bool,
+        /// SciCode: `whole-problem` (default: one task per problem, one agent run writes every
+        /// step) or `step-by-step` (upstream's main setting: one task per step, its prompt
+        /// carrying the code of the steps before it; needs gold code for those steps).
+        #[arg(long, value_name = "whole-problem|step-by-step")]
+        protocol: Option<String>,
     },
     /// Validate task folders or suites (every error at once).
     Validate {
@@ -446,6 +451,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     perturbed_inputs,
                     targets,
                     with_background,
+                    protocol,
                 },
         } => {
             let limits = crate::importers::ImportLimits {
@@ -456,6 +462,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 perturbed_inputs,
                 targets,
                 with_background,
+                protocol,
             };
             let summary = crate::importers::import(&kind, &src, &dest, limits).await?;
             for p in &summary.written {

@@ -27,6 +27,8 @@ pub struct ImportLimits {
     pub targets: Option<PathBuf>,
     /// SciCode: include the background text.
     pub with_background: bool,
+    /// SciCode: `whole-problem` (default) or `step-by-step`.
+    pub protocol: Option<String>,
 }
 
 /// Per download (a paper or a code archive).
@@ -171,9 +173,17 @@ pub async fn import(
     if limits.perturbed_inputs && kind != ImportKind::Scicode {
         anyhow::bail!("--perturbed-inputs is for `tasks import scicode` only");
     }
-    if (limits.targets.is_some() || limits.with_background) && kind != ImportKind::Scicode {
-        anyhow::bail!("--targets and --with-background are for `tasks import scicode` only");
+    if (limits.targets.is_some() || limits.with_background || limits.protocol.is_some())
+        && kind != ImportKind::Scicode
+    {
+        anyhow::bail!(
+            "--targets, --with-background and --protocol are for `tasks import scicode` only"
+        );
     }
+    let protocol: tasks::import::scicode::Protocol = match &limits.protocol {
+        Some(text) => text.parse().map_err(anyhow::Error::msg)?,
+        None => Default::default(),
+    };
     std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     if kind == ImportKind::Scicoqa {
         let fetched = if limits.fetch {
@@ -234,6 +244,7 @@ pub async fn import(
     options.perturbed_inputs = limits.perturbed_inputs;
     options.targets = limits.targets;
     options.with_background = limits.with_background;
+    options.protocol = protocol;
     let done = tasks::import::scicode::import_all(src, dest, &options, &docker).await?;
     Ok(ImportSummary {
         written: done.written,

@@ -19,12 +19,19 @@ pub use crate::snapshot::StagedSnapshot;
 use crate::spec::GradingSpec;
 use crate::status::Status;
 
+/// SciCode's step runner (`python/scicode_runner.py`), shipped into grading containers and
+/// run by the SciCode importer (`tasks`) to derive and check targets exactly as grading splits
+/// snippets: one copy, from here.
+pub const SCICODE_RUNNER: &str = include_str!("../python/scicode_runner.py");
+/// The strict comparisons the SciCode runner imports (`python/rb_strict.py`).
+pub const RB_STRICT: &str = include_str!("../python/rb_strict.py");
+
 /// Helper scripts shipped in the crate, staged (root-owned, read-only to others) at
 /// `<scratch>/rb`.
 const SCRIPTS: &[(&str, &str)] = &[
     ("launch.py", include_str!("../python/launch.py")),
     ("rb_values.py", include_str!("../python/rb_values.py")),
-    ("rb_strict.py", include_str!("../python/rb_strict.py")),
+    ("rb_strict.py", RB_STRICT),
     ("bridge_pair.py", include_str!("../python/bridge_pair.py")),
     (
         "bridge_trusted.py",
@@ -39,10 +46,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("author_run.py", include_str!("../python/author_run.py")),
     ("author_audit.py", include_str!("../python/author_audit.py")),
     ("list_tests.py", include_str!("../python/list_tests.py")),
-    (
-        "scicode_runner.py",
-        include_str!("../python/scicode_runner.py"),
-    ),
+    ("scicode_runner.py", SCICODE_RUNNER),
     (
         "forbidden_scan.py",
         include_str!("../python/forbidden_scan.py"),

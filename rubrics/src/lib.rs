@@ -11,6 +11,7 @@ pub mod junit;
 pub mod paperbench;
 pub mod report;
 pub mod rubric;
+pub mod scicode_score;
 mod snapshot;
 pub mod spec;
 pub mod stats;

@@ -142,7 +142,9 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
         .await
         .expect("copy durations");
 
-    // Mutants through the same runner (fail-fast: a mutant is killed at its first failing case).
+    // Mutants through the same runner (fail-fast: a mutant is killed at its first failing case;
+    // from the mutated step on, each snippet with the deadline an imported task's grader gives
+    // it: see kill.py).
     let t1 = Instant::now();
     let mut req = sandbox::ExecRequest::new([
         "python3",
@@ -151,7 +153,7 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
         "/grader/hidden/sc",
         "/workspace/sc",
         "/grader/hidden/sc/manifest.json",
-        "120",
+        "60",
         "/grader/hidden/prep",
         "/grader/hidden/timing/durations.json",
         "2",

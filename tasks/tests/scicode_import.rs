@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use sandbox::docker::DockerBackend;
 use sandbox::{Backend, Owner, Role};
-use tasks::import::scicode::{self, PreviousSteps, ScicodeOptions};
+use tasks::import::scicode::{self, Protocol, ScicodeOptions};
 use tasks::{TaskKind, load_task};
 
 fn problems() -> PathBuf {
@@ -91,29 +91,63 @@ async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_
     assert_eq!(report.steps[0].step_id, "38.1");
     assert_eq!(report.steps[0].passed, 0, "{report:?}");
 
-    // Previous steps from gold: the last step alone is graded, the rest is given.
-    let gold_dest = tempfile::tempdir().expect("tempdir");
-    let mut gold_options = options.clone();
-    gold_options.previous_steps = PreviousSteps::Gold;
-    gold_options.with_background = true;
-    gold_options.only = vec!["29".into()];
-    let dirs = scicode::import(&problems(), gold_dest.path(), &gold_options, &backend)
+    // Step by step (upstream's main setting): one task per step, its prompt and `solution.py`
+    // carrying the code of the steps before it; only that step is graded.
+    let step_dest = tempfile::tempdir().expect("tempdir");
+    let mut step_options = options.clone();
+    step_options.protocol = Protocol::StepByStep;
+    step_options.with_background = true;
+    step_options.only = vec!["29".into()];
+    let dirs = scicode::import(&problems(), step_dest.path(), &step_options, &backend)
         .await
-        .expect("gold-mode import");
-    let task = load_task(&dirs[0]).expect("validates");
+        .expect("step-by-step import");
+    let ids: Vec<String> = dirs
+        .iter()
+        .map(|d| d.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids, ["scicode-29.1", "scicode-29.2", "scicode-29.3"]);
+    let task = load_task(&dirs[2]).expect("validates");
     let view = task.agent_view();
     assert!(
         view.instruction.contains("Background"),
         "background included"
     );
-    let given = std::fs::read_to_string(dirs[0].join("workspace/solution.py")).expect("given code");
+    assert!(
+        view.instruction.contains("def normalize")
+            && view.instruction.contains("def inner_product"),
+        "the prompt carries the earlier steps' code:\n{}",
+        view.instruction
+    );
+    assert!(task.stages().is_empty());
+    assert_eq!(task.metadata()["protocol"].as_str(), Some("step-by-step"));
+    let given = std::fs::read_to_string(dirs[2].join("workspace/solution.py")).expect("given code");
     assert!(given.contains("def normalize") && !given.contains("def orthogonalize"));
     let cases: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dirs[0].join("hidden").join(scicode::CASES_FILE)).expect("cases"),
+        &std::fs::read(dirs[2].join("hidden").join(scicode::CASES_FILE)).expect("cases"),
     )
     .expect("parse");
     assert_eq!(cases["steps"].as_array().map(Vec::len), Some(1));
     assert_eq!(cases["steps"][0]["step_id"], "29.3");
+    let problem_steps = task.metadata()["problem_steps"]
+        .as_array()
+        .expect("problem_steps");
+    assert_eq!(problem_steps.len(), 3);
+    assert_eq!(task.metadata()["step_id"].as_str(), Some("29.3"));
+    let first = std::fs::read_to_string(dirs[0].join("workspace/solution.py")).expect("first");
+    assert!(
+        !first.contains("def "),
+        "step 1 starts from the dependencies alone:\n{first}"
+    );
+    let oracle = dirs[2].join("solution/solution.py");
+    let report = scicode::check_in_sandbox(
+        &backend,
+        &options,
+        &dirs[2].join("hidden").join(scicode::CASES_FILE),
+        &oracle,
+    )
+    .await
+    .expect("check the step's oracle");
+    assert!(report.passed, "{report:?}");
 
     let leftover = backend.reap(Some(&run_id)).await.expect("reap");
     assert_eq!(leftover, 0, "the importer removes its sandboxes");

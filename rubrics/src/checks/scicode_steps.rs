@@ -131,7 +131,12 @@ async fn scicode(env: &Env<'_, '_>, cases: &str, output: &str, case_timeout: u64
         o = o.detail("tampering detected: the agent's code changed how its tests run");
     }
     let solved = o.status == Status::Pass;
-    o.data = Some(json!({"main_problem_solved": solved, "steps": v["steps"]}));
+    // How each step graded here did (`crate::scicode_score` reads `steps`).
+    o.data = Some(json!({
+        "main_problem_solved": solved,
+        "problem_id": v["problem_id"],
+        "steps": v["steps"],
+    }));
     if !solved && o.tests.iter().all(|t| t.status == Status::Timeout) {
         o.status = Status::Timeout;
     }

@@ -2,9 +2,19 @@
 
 Usage: python3 kill.py RUNNER CASES_DIR MUTANTS_DIR MANIFEST CASE_TIMEOUT PREPARE_DIR DURATIONS WORKERS
 
+CASE_TIMEOUT: the least deadline of one snippet (the importer's 60 s).
+
 DURATIONS holds the gold run's per-case durations ({problem: {step: [secs, ...]}}): mutants run
 with --fail-fast on the same cases ordered fastest first, which changes only how soon a failing
 case is reached, never the verdict (all cases run until one fails).
+
+What a mutant's run leaves out, none of which can change its verdict:
+- the steps before the mutated one: their functions are gold's, unchanged, and each step runs in
+  a fresh namespace from the whole file (a mutation that acts when the file loads acts on the
+  mutated step's run too), so they pass exactly as gold's do;
+- waiting past the grader's own deadline: each snippet gets what an imported task's grader
+  gives it, max(CASE_TIMEOUT, 10 x the gold code's slowest case of the problem) (the importer's
+  rule, `tasks::import::scicode`), not a longer one.
 Prints one JSON object: {"results": [{"file", "problem", "step", "operator", "killed",
 "killed_perturbed", "statuses", "identical_on_tests"}]}. A mutant is killed when some step does
 not pass (fail, error or timeout) on SciCode's own inputs (`cases.json`); a survivor is run again
@@ -57,7 +67,10 @@ def main():
     runner = os.path.join(readable, "scicode_runner.py")
     os.chmod(runner, 0o644)
     ordered_dir = tempfile.mkdtemp()
+    timeouts = {}
     for pid in os.listdir(cases_dir):
+        slowest = max((t for st in durations.get(pid, {}).values() for t in st), default=0.0)
+        timeouts[pid] = str(max(int(timeout), int(-(-slowest * 10 // 1))))
         for name in ("cases.json", "cases_perturbed.json"):
             path = os.path.join(cases_dir, pid, name)
             if not os.path.isfile(path):
@@ -70,9 +83,13 @@ def main():
                 order = sorted(range(len(st["test_cases"])),
                                key=lambda i: d[i] if i < len(d) else 0.0)
                 st["test_cases"] = [st["test_cases"][i] for i in order]
-            os.makedirs(os.path.join(ordered_dir, pid), exist_ok=True)
-            with open(os.path.join(ordered_dir, pid, name), "w") as f:
-                json.dump(problem, f)
+            # One file per step: that step and the ones after it.
+            steps = problem["steps"]
+            for k, st in enumerate(steps):
+                d = os.path.join(ordered_dir, pid, str(st["step_id"]))
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, name), "w") as f:
+                    json.dump(dict(problem, steps=steps[k:]), f)
     sys.path.insert(0, prepare_dir)
     import prepare
     import scicode_runner
@@ -81,8 +98,10 @@ def main():
     def verdict(m, cases="cases.json"):
         with tempfile.NamedTemporaryFile(suffix=".json") as res:
             proc = subprocess.run(
-                ["python3", runner, os.path.join(ordered_dir, m["problem"], cases),
-                 os.path.join(mutants_dir, m["file"]), res.name, timeout, "--fail-fast"],
+                ["python3", runner,
+                 os.path.join(ordered_dir, m["problem"], str(m["step"]), cases),
+                 os.path.join(mutants_dir, m["file"]), res.name, timeouts[m["problem"]],
+                 "--fail-fast"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
                 steps = json.load(open(res.name))["steps"]

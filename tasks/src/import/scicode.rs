@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use rubrics::{Check, GraderSpec, GradingSpec};
 
-use super::scicode_h5;
+use super::{scicode_h5, scicode_stepwise};
 use sandbox::{Backend, ExecRequest, Limits, NetworkPolicy, Owner, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
@@ -33,11 +33,15 @@ use crate::spec::{Constraints, Environment, TaskKind};
 /// The derive/check script run inside the sandbox.
 pub const TARGETS_SCRIPT: &str = include_str!("scicode_targets.py");
 /// The `scicode_steps` grader's runner: derivation splits snippets exactly as grading does, and
-/// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]).
-pub const RUNNER_SCRIPT: &str = include_str!("../../../rubrics/python/scicode_runner.py");
+/// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]; the copy `rubrics` ships).
+pub const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
 
 /// The runner's strict comparisons (`rb_strict.py`), shipped beside it.
-pub const STRICT_SCRIPT: &str = include_str!("../../../rubrics/python/rb_strict.py");
+pub const STRICT_SCRIPT: &str = rubrics::grade::RB_STRICT;
+/// Task metadata: the problem's tested steps (both protocols).
+pub const PROBLEM_STEPS_KEY: &str = "problem_steps";
+/// Task metadata: the one step a step-by-step task grades.
+pub const STEP_KEY: &str = "step_id";
 /// Where the cases live in a task's `hidden/` folder.
 pub const CASES_FILE: &str = "scicode_cases.json";
 /// The agent's solution file in `/workspace`.
@@ -54,15 +58,65 @@ const MIN_CASE_TIMEOUT_SECS: u64 = 60;
 pub const DEFAULT_MEMORY_MB: u64 = 2048;
 const MAX_OUTPUT_BYTES: u64 = 512 * 1024 * 1024;
 
-/// What the agent is given for the steps before the last.
+/// What an imported SciCode task grades, from its metadata (for
+/// [`rubrics::scicode_score::score`]); `None` for other tasks.
+pub fn task_steps(task: &crate::Task) -> Option<rubrics::scicode_score::TaskSteps> {
+    let meta = task.metadata();
+    let problem_id = meta.get("problem_id")?.as_str()?.to_owned();
+    let problem_steps: Vec<String> = meta
+        .get(PROBLEM_STEPS_KEY)?
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let graded = match meta.get(STEP_KEY).and_then(|v| v.as_str()) {
+        Some(step) => vec![step.to_owned()],
+        None => problem_steps.clone(),
+    };
+    Some(rubrics::scicode_score::TaskSteps {
+        problem_id,
+        problem_steps,
+        graded,
+    })
+}
+
+/// Which of SciCode's settings the imported tasks follow (`--protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PreviousSteps {
-    /// The agent writes every step; every step is graded (SciCode's main-problem setting).
+pub enum Protocol {
+    /// One task per main problem: one agent run writes every step, every step is graded
+    /// (`whole-problem`).
     #[default]
-    Agent,
-    /// `solution.py` starts with the gold code of every step but the last; only the last step
-    /// is graded (SciCode's "gold previous steps" setting).
-    Gold,
+    WholeProblem,
+    /// Upstream's main setting, one task per tested step (`step-by-step`): the step's prompt
+    /// carries the description and the code of every step before it (gold code, or upstream's
+    /// code for an untested step), which `solution.py` also starts with; only that step is
+    /// graded. A problem counts as solved when every one of its step tasks passes.
+    StepByStep,
+}
+
+impl Protocol {
+    /// The name used by `--protocol` and in task metadata.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::WholeProblem => "whole-problem",
+            Protocol::StepByStep => "step-by-step",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "whole-problem" => Ok(Protocol::WholeProblem),
+            "step-by-step" => Ok(Protocol::StepByStep),
+            other => Err(format!(
+                "unknown SciCode protocol `{other}`: use `whole-problem` (one agent run writes \
+                 every step) or `step-by-step` (upstream's main setting: one task per step, its \
+                 prompt carrying the code of the steps before it)"
+            )),
+        }
+    }
 }
 
 /// How to import.
@@ -70,7 +124,7 @@ pub enum PreviousSteps {
 pub struct ScicodeOptions {
     /// Include the scientific background of the problem and of each step.
     pub with_background: bool,
-    pub previous_steps: PreviousSteps,
+    pub protocol: Protocol,
     /// Image reference for deriving targets (e.g. `sandbox::images::resolve("python")`).
     pub image: String,
     /// Labels of the utility sandbox.
@@ -104,7 +158,7 @@ impl ScicodeOptions {
     pub fn new(image: impl Into<String>, owner: Owner) -> Self {
         Self {
             with_background: false,
-            previous_steps: PreviousSteps::Agent,
+            protocol: Protocol::WholeProblem,
             image: image.into(),
             owner,
             timeout: Duration::from_secs(1800),
@@ -119,35 +173,35 @@ impl ScicodeOptions {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct Problem {
-    problem_id: String,
+pub(super) struct Problem {
+    pub(super) problem_id: String,
     #[serde(default, deserialize_with = "text")]
-    problem_name: String,
+    pub(super) problem_name: String,
     #[serde(default, deserialize_with = "text")]
-    problem_description_main: String,
+    pub(super) problem_description_main: String,
     #[serde(default, deserialize_with = "text")]
-    problem_background_main: String,
+    pub(super) problem_background_main: String,
     #[serde(default, deserialize_with = "text")]
-    problem_io: String,
+    pub(super) problem_io: String,
     #[serde(default, deserialize_with = "text")]
-    required_dependencies: String,
-    sub_steps: Vec<SubStep>,
+    pub(super) required_dependencies: String,
+    pub(super) sub_steps: Vec<SubStep>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct SubStep {
-    step_number: String,
+pub(super) struct SubStep {
+    pub(super) step_number: String,
     #[serde(default, deserialize_with = "text")]
-    step_description_prompt: String,
+    pub(super) step_description_prompt: String,
     #[serde(default, deserialize_with = "text")]
-    step_background: String,
+    pub(super) step_background: String,
     /// Absent from the test set's records (graded from a targets file instead).
     #[serde(default)]
-    ground_truth_code: Option<String>,
-    function_header: String,
-    test_cases: Vec<String>,
+    pub(super) ground_truth_code: Option<String>,
+    pub(super) function_header: String,
+    pub(super) test_cases: Vec<String>,
     #[serde(default, deserialize_with = "text")]
-    return_line: String,
+    pub(super) return_line: String,
 }
 
 /// A text field that a record may also give as `null` (the test set's `return_line`).
@@ -412,12 +466,46 @@ pub async fn import_all(
         problems.retain(|p| options.only.contains(&p.problem_id));
     }
     for problem in &problems {
-        let root = dest.join(task_id(problem));
-        if root.exists() {
-            return Err(ImportError::DestinationExists { path: root });
+        let ids = match options.protocol {
+            Protocol::WholeProblem => vec![task_id(problem)],
+            Protocol::StepByStep => tested(problem)
+                .map(|s| scicode_stepwise::task_id(s))
+                .collect(),
+        };
+        for id in ids {
+            let root = dest.join(id);
+            if root.exists() {
+                return Err(ImportError::DestinationExists { path: root });
+            }
         }
     }
     let mut failed = Vec::new();
+    if options.protocol == Protocol::StepByStep {
+        // Each step's prompt carries the code of the steps before it: without gold code that
+        // code would have to be the agent's own, from trials run before this one.
+        problems.retain(|p| {
+            let steps: Vec<&SubStep> = tested(p).collect();
+            let missing = steps
+                .iter()
+                .take(steps.len().saturating_sub(1))
+                .any(|s| s.ground_truth_code.is_none());
+            if missing {
+                failed.push(ProblemFailure::new(
+                    &p.problem_id,
+                    None,
+                    None,
+                    "protocol",
+                    "the step-by-step protocol gives each step the code of the steps before it, \
+                     and this record has no gold code (`ground_truth_code`) for them: import it \
+                     with `--protocol whole-problem` (one agent run writes every step)"
+                        .into(),
+                    None,
+                    options,
+                ));
+            }
+            !missing
+        });
+    }
     // Steps upstream does not test (13.6, 62.1, 76.3): their code is given to the agent, from
     // the gold code or from upstream's `step_<id>.txt` beside the problems file.
     let mut given = BTreeMap::new();
@@ -537,8 +625,17 @@ pub async fn import_all(
             }
             continue;
         };
-        match write_task(problem, &given[&problem.problem_id], cases, options, dest) {
-            Ok(dir) => written.push(dir),
+        let given = &given[&problem.problem_id];
+        let wrote = match options.protocol {
+            Protocol::WholeProblem => {
+                write_task(problem, given, cases, options, dest).map(|d| vec![d])
+            }
+            Protocol::StepByStep => {
+                scicode_stepwise::write_tasks(problem, given, cases, options, dest)
+            }
+        };
+        match wrote {
+            Ok(dirs) => written.extend(dirs),
             Err(err) => failed.push(ProblemFailure::new(
                 &problem.problem_id,
                 None,
@@ -558,7 +655,7 @@ pub async fn import_all(
 }
 
 /// The steps upstream tests (those with test cases).
-fn tested(problem: &Problem) -> impl Iterator<Item = &SubStep> {
+pub(super) fn tested(problem: &Problem) -> impl Iterator<Item = &SubStep> {
     problem
         .sub_steps
         .iter()
@@ -566,7 +663,7 @@ fn tested(problem: &Problem) -> impl Iterator<Item = &SubStep> {
 }
 
 /// Whether every tested step has gold code (then targets can be derived, and an oracle exists).
-fn has_gold(problem: &Problem) -> bool {
+pub(super) fn has_gold(problem: &Problem) -> bool {
     tested(problem).all(|s| s.ground_truth_code.is_some())
 }
 
@@ -596,19 +693,26 @@ fn given_code(problem: &Problem, src: &Path) -> Result<BTreeMap<String, String>,
 }
 
 /// A step's code for a solution file: its gold code or the given code of an untested step.
-fn step_code<'a>(step: &'a SubStep, given: &'a BTreeMap<String, String>) -> Option<&'a str> {
+pub(super) fn step_code<'a>(
+    step: &'a SubStep,
+    given: &'a BTreeMap<String, String>,
+) -> Option<&'a str> {
     given
         .get(&step.step_number)
         .map(String::as_str)
         .or(step.ground_truth_code.as_deref())
 }
 
-fn task_id(problem: &Problem) -> String {
+pub(super) fn task_id(problem: &Problem) -> String {
     format!("scicode-{}", super::slug(&problem.problem_id))
 }
 
 /// Dependencies, then the code (gold or given) of the first `steps` steps that have any.
-fn solution_code(problem: &Problem, given: &BTreeMap<String, String>, steps: usize) -> String {
+pub(super) fn solution_code(
+    problem: &Problem,
+    given: &BTreeMap<String, String>,
+    steps: usize,
+) -> String {
     let mut out = problem.required_dependencies.trim_end().to_owned();
     out.push_str("\n\n");
     for step in problem.sub_steps.iter().take(steps) {
@@ -882,7 +986,7 @@ pub async fn check_in_sandbox(
     .await
 }
 
-fn step_prompt(step: &SubStep, with_background: bool) -> String {
+pub(super) fn step_prompt(step: &SubStep, with_background: bool) -> String {
     let mut prompt = step.step_description_prompt.trim().to_owned();
     if with_background && !step.step_background.trim().is_empty() {
         prompt.push_str("\n\n");
@@ -900,36 +1004,138 @@ fn step_prompt(step: &SubStep, with_background: bool) -> String {
     prompt
 }
 
+/// What a task of either protocol shares: its timeouts, memory, metadata and grader.
+pub(super) struct TaskFrame<'a> {
+    pub problem: &'a Problem,
+    pub options: &'a ScicodeOptions,
+    /// Each graded case's deadline, from the gold code's slowest case.
+    pub case_timeout_secs: Option<u64>,
+}
+
+impl TaskFrame<'_> {
+    pub(super) fn new<'a>(
+        problem: &'a Problem,
+        cases: &serde_json::Value,
+        options: &'a ScicodeOptions,
+    ) -> TaskFrame<'a> {
+        let case_timeout_secs = cases
+            .get(SLOWEST_KEY)
+            .and_then(serde_json::Value::as_f64)
+            .map(|slowest| {
+                ((slowest * CASE_TIMEOUT_FACTOR).ceil() as u64).max(MIN_CASE_TIMEOUT_SECS)
+            });
+        TaskFrame {
+            problem,
+            options,
+            case_timeout_secs,
+        }
+    }
+
+    pub(super) fn environment(&self) -> Environment {
+        Environment {
+            image: "python".into(),
+            agent_timeout_secs: 1800,
+            // Some upstream tests are slow (51.4 runs 1000 MD steps in pure Python).
+            grading_timeout_secs: self
+                .options
+                .timeout
+                .as_secs()
+                .max(self.case_timeout_secs.unwrap_or(0) * 2)
+                .clamp(1200, 24 * 3600),
+            // What the gold code needed to derive its targets, it needs to be graded.
+            memory_mb: self.options.memory_mb.max(DEFAULT_MEMORY_MB),
+            ..Environment::default()
+        }
+    }
+
+    pub(super) fn metadata(&self, reference: bool) -> BTreeMap<String, toml::Value> {
+        let mut metadata = BTreeMap::new();
+        let text = |s: &str| toml::Value::String(s.to_owned());
+        metadata.insert("source".into(), text("SciCode (scicode-bench/SciCode)"));
+        metadata.insert("problem_id".into(), text(&self.problem.problem_id));
+        metadata.insert("protocol".into(), text(self.options.protocol.as_str()));
+        metadata.insert(
+            "with_background".into(),
+            toml::Value::Boolean(self.options.with_background),
+        );
+        metadata.insert(
+            "targets".into(),
+            text(if self.options.targets.is_some() {
+                "published"
+            } else {
+                "derived"
+            }),
+        );
+        metadata.insert("reference_solution".into(), toml::Value::Boolean(reference));
+        // Every tested step of the problem: a run's per-problem score needs them all, also in
+        // the step-by-step protocol where a task grades one step (`rubrics::scicode_score`).
+        metadata.insert(
+            PROBLEM_STEPS_KEY.into(),
+            toml::Value::Array(
+                tested(self.problem)
+                    .map(|s| toml::Value::String(s.step_number.clone()))
+                    .collect(),
+            ),
+        );
+        metadata
+    }
+
+    pub(super) fn grading(&self) -> GradingSpec {
+        GradingSpec {
+            dimensions: one_dimension("code_correctness"),
+            pass_threshold: 0.9,
+            timeout_secs: None,
+            graders: vec![GraderSpec {
+                name: "scicode steps".into(),
+                dimension: "code_correctness".into(),
+                weight: 1.0,
+                check: Check::ScicodeSteps(rubrics::checks::scicode_steps::ScicodeSteps {
+                    hidden_cases: CASES_FILE.into(),
+                    output: SOLUTION_FILE.into(),
+                    case_timeout_secs: self.case_timeout_secs,
+                }),
+            }],
+        }
+    }
+}
+
+pub(super) fn write_cases(dir: &TaskDir, cases: &serde_json::Value) -> Result<(), ImportError> {
+    let cases_text =
+        serde_json::to_string(cases).map_err(|err| ImportError::Derive(err.to_string()))?;
+    dir.write(&format!("hidden/{CASES_FILE}"), cases_text)?;
+    Ok(())
+}
+
+/// The oracle: `solution.py` with the code of the first `steps` steps.
+pub(super) fn write_oracle(
+    dir: &TaskDir,
+    problem: &Problem,
+    given: &BTreeMap<String, String>,
+    steps: usize,
+) -> Result<(), ImportError> {
+    dir.write(
+        &format!("solution/{SOLUTION_FILE}"),
+        solution_code(problem, given, steps),
+    )?;
+    dir.write_script(
+        "solution/solve.sh",
+        &format!("#!/bin/sh\n# Oracle: the gold code of the graded step(s) and of those before (cwd = /workspace).\nset -eu\ncp /oracle/solution/{SOLUTION_FILE} {SOLUTION_FILE}\n"),
+    )?;
+    Ok(())
+}
+
+/// The whole-problem protocol: one task, one agent run writes every step.
 fn write_task(
     problem: &Problem,
     given: &BTreeMap<String, String>,
-    mut cases: serde_json::Value,
+    cases: serde_json::Value,
     options: &ScicodeOptions,
     dest: &Path,
 ) -> Result<PathBuf, ImportError> {
-    let case_timeout_secs = cases
-        .get(SLOWEST_KEY)
-        .and_then(serde_json::Value::as_f64)
-        .map(|slowest| ((slowest * CASE_TIMEOUT_FACTOR).ceil() as u64).max(MIN_CASE_TIMEOUT_SECS));
+    let frame = TaskFrame::new(problem, &cases, options);
     let id = task_id(problem);
     let steps = &problem.sub_steps;
-    let gold_mode = options.previous_steps == PreviousSteps::Gold && steps.len() > 1;
     let reference = has_gold(problem);
-    if gold_mode && !reference {
-        return Err(ImportError::Derive(
-            "the gold-previous-steps setting needs the gold code of every step; this record has \
-             none (import it in the default setting)"
-                .into(),
-        ));
-    }
-    if gold_mode {
-        // Only the last step is the agent's to write and to be graded.
-        if let Some(list) = cases.get_mut("steps").and_then(|s| s.as_array_mut()) {
-            let last = list.pop();
-            list.clear();
-            list.extend(last);
-        }
-    }
     let dir = TaskDir::create(dest, &id)?;
 
     let mut instruction = format!(
@@ -957,13 +1163,7 @@ fn write_task(
          use only them:\n\n```python\n{}\n```\n\nDo not include tests or example usage.\n",
         problem.required_dependencies.trim_end()
     ));
-    if gold_mode {
-        instruction.push_str(&format!(
-            "\n`{SOLUTION_FILE}` already holds working code for every step but the last. Keep it and \
-             add the last step ({}); only the last step is graded.\n",
-            steps[steps.len() - 1].step_number
-        ));
-    } else if !given.is_empty() {
+    if !given.is_empty() {
         let ids: Vec<&str> = given.keys().map(String::as_str).collect();
         instruction.push_str(&format!(
             "\n`{SOLUTION_FILE}` already holds the code of step(s) {} (given, as in SciCode's own \
@@ -972,12 +1172,7 @@ fn write_task(
         ));
     }
     dir.write("instruction.md", instruction)?;
-    if gold_mode {
-        dir.write(
-            &format!("workspace/{SOLUTION_FILE}"),
-            solution_code(problem, given, steps.len() - 1),
-        )?;
-    } else if !given.is_empty() {
+    if !given.is_empty() {
         let mut code = problem.required_dependencies.trim_end().to_owned();
         code.push_str("\n\n");
         for step in steps.iter().filter(|s| given.contains_key(&s.step_number)) {
@@ -994,19 +1189,10 @@ fn write_task(
             format!("Write your functions in `{SOLUTION_FILE}` here.\n"),
         )?;
     }
-    let cases_text =
-        serde_json::to_string(&cases).map_err(|err| ImportError::Derive(err.to_string()))?;
-    dir.write(&format!("hidden/{CASES_FILE}"), cases_text)?;
+    write_cases(&dir, &cases)?;
     // A record without gold code (the test set) has no reference solution: no oracle.
     if reference {
-        dir.write(
-            &format!("solution/{SOLUTION_FILE}"),
-            solution_code(problem, given, steps.len()),
-        )?;
-        dir.write_script(
-            "solution/solve.sh",
-            &format!("#!/bin/sh\n# Oracle: the gold code of every step (cwd = /workspace).\nset -eu\ncp /oracle/solution/{SOLUTION_FILE} {SOLUTION_FILE}\n"),
-        )?;
+        write_oracle(&dir, problem, given, steps.len())?;
     }
 
     let stages = steps
@@ -1014,9 +1200,7 @@ fn write_task(
         .enumerate()
         .map(|(i, step)| {
             let mut prompt = step_prompt(step, options.with_background);
-            if gold_mode && i + 1 < steps.len() {
-                prompt.push_str("\n(Given: this step's code is already in `solution.py`.)\n");
-            } else if given.contains_key(&step.step_number) {
+            if given.contains_key(&step.step_number) {
                 prompt.push_str(
                     "\n(Given: this step's code is already in `solution.py`; it is not graded.)\n",
                 );
@@ -1033,72 +1217,17 @@ fn write_task(
             }
         })
         .collect();
-    let mut metadata = BTreeMap::new();
-    metadata.insert(
-        "source".into(),
-        toml::Value::String("SciCode (scicode-bench/SciCode)".into()),
-    );
-    metadata.insert(
-        "problem_id".into(),
-        toml::Value::String(problem.problem_id.clone()),
-    );
-    metadata.insert(
-        "with_background".into(),
-        toml::Value::Boolean(options.with_background),
-    );
-    metadata.insert(
-        "previous_steps".into(),
-        toml::Value::String(if gold_mode { "gold" } else { "agent" }.into()),
-    );
-    metadata.insert(
-        "targets".into(),
-        toml::Value::String(
-            if options.targets.is_some() {
-                "published"
-            } else {
-                "derived"
-            }
-            .into(),
-        ),
-    );
-    metadata.insert("reference_solution".into(), toml::Value::Boolean(reference));
     let toml = TaskToml {
         id,
         kind: TaskKind::Scicode,
         instruction: "instruction.md".into(),
         attachments: Vec::new(),
         expected_outputs: vec![SOLUTION_FILE.into()],
-        environment: Environment {
-            image: "python".into(),
-            agent_timeout_secs: 1800,
-            // Some upstream tests are slow (51.4 runs 1000 MD steps in pure Python).
-            grading_timeout_secs: options
-                .timeout
-                .as_secs()
-                .max(case_timeout_secs.unwrap_or(0) * 2)
-                .clamp(1200, 24 * 3600),
-            // What the gold code needed to derive its targets, it needs to be graded.
-            memory_mb: options.memory_mb.max(DEFAULT_MEMORY_MB),
-            ..Environment::default()
-        },
+        environment: frame.environment(),
         constraints: Constraints::default(),
-        metadata,
+        metadata: frame.metadata(reference),
         stages,
-        grading: GradingSpec {
-            dimensions: one_dimension("code_correctness"),
-            pass_threshold: 0.9,
-            timeout_secs: None,
-            graders: vec![GraderSpec {
-                name: "scicode steps".into(),
-                dimension: "code_correctness".into(),
-                weight: 1.0,
-                check: Check::ScicodeSteps(rubrics::checks::scicode_steps::ScicodeSteps {
-                    hidden_cases: CASES_FILE.into(),
-                    output: SOLUTION_FILE.into(),
-                    case_timeout_secs,
-                }),
-            }],
-        },
+        grading: frame.grading(),
     };
     dir.finish(&toml)
 }

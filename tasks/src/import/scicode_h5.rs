@@ -20,7 +20,7 @@ use super::{ImportError, io_err};
 /// The script run on the host.
 pub const H5_SCRIPT: &str = include_str!("scicode_h5.py");
 /// The runner it imports (the tagged JSON of values).
-const RUNNER_SCRIPT: &str = include_str!("../../../rubrics/python/scicode_runner.py");
+const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
 /// Environment variable naming the Python (with h5py and numpy) that reads targets files.
 pub const PYTHON_ENV: &str = "RB_SCICODE_PYTHON";
 /// Largest JSON the reader may hand back.
