@@ -4,7 +4,8 @@
 //! `fabricated_data` verdict in a dimension sets that dimension to 0. An infrastructure status in a dimension makes the
 //! dimension's score `None` (and so the overall score): we report that we could not grade rather
 //! than inventing a number. The overall score is the weighted mean of the dimensions, computed
-//! here and never taken from a judge.
+//! here and never taken from a judge. A dimension of weight 0 is reported and decides nothing
+//! (neither score, pass nor status).
 
 use std::collections::BTreeMap;
 
@@ -100,10 +101,10 @@ pub fn combine(
             },
         );
     }
-    let infra = dimensions
-        .values()
-        .map(|d| d.status)
-        .find(|s| s.is_infrastructure());
+    // A dimension of weight 0 is shown, not scored (PRBench imports: our deterministic evidence
+    // beside the judged dimensions): it decides neither the score, the pass nor the status.
+    let scored = || dimensions.values().filter(|d| d.weight > 0.0);
+    let infra = scored().map(|d| d.status).find(|s| s.is_infrastructure());
     let score = if infra.is_some() || dimensions.is_empty() {
         None
     } else {
@@ -122,19 +123,15 @@ pub fn combine(
         .iter()
         .any(|g| g.status == Status::TamperingDetected);
     let score = if tampered { Some(0.0) } else { score };
-    let passed = !tampered && score.is_some() && dimensions.values().all(|d| d.passed);
+    let passed = !tampered && score.is_some() && scored().all(|d| d.passed);
     let status = if tampered {
         Status::TamperingDetected
     } else if let Some(s) = infra {
         s
-    } else if dimensions
-        .values()
-        .any(|d| d.status == Status::ForbiddenApi)
+    } else if scored().any(|d| d.status == Status::ForbiddenApi)
     {
         Status::ForbiddenApi
-    } else if dimensions
-        .values()
-        .any(|d| d.status == Status::FabricatedData)
+    } else if scored().any(|d| d.status == Status::FabricatedData)
     {
         Status::FabricatedData
     } else if passed {
