@@ -726,21 +726,15 @@ fn write(
     } else {
         "1. Analyse the paper's method and write your analysis.\n2. Implement all the required code yourself.\n3. Run your code to produce the expected data files. Every number in them must come from running your code: no hard-coded, transcribed or invented values."
     };
+    // The expected outputs and the attached paper are listed after it by the task's rendering.
     let prompt = format!(
         "# Reproduce {paper_line}\n\n\
 Your working directory is /workspace. The full paper is in the workspace: `/workspace/{paper_name}` \
-(read it first). Python packages available: {packages}.\n\n\
+(read it first). Python packages available: {packages}. Paths are relative to /workspace; \
+create folders as needed.\n\n\
 Steps:\n{steps}\n\n\
-## Instruction\n\n{}\n\n\
-## Expected output files\n\n\
-These must exist under /workspace when you finish (create folders as needed):\n{}\n",
+## Instruction\n\n{}\n",
         instruction_text.trim_end(),
-        outputs
-            .all()
-            .iter()
-            .map(|p| format!("- {p}"))
-            .collect::<Vec<_>>()
-            .join("\n")
     );
     dir.write("instruction.md", prompt)?;
 
