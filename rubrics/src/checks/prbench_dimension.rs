@@ -110,11 +110,13 @@ impl Run for PrbenchDimension {
             .collect();
         let files = tryf!(agent_files(env, &self.outputs).await);
         if !files.is_empty() && files.iter().all(|f| f.content == MISSING) {
-            return Outcome::new(Status::Fail, 0.0).detail(format!(
-                "{}: none of the dimension's deliverables exists ({}); not sent to the judge",
-                self.name,
+            let why = format!(
+                "none of the deliverables exists ({}); not sent to the judge",
                 self.outputs.join(", ")
-            ));
+            );
+            let mut o = Outcome::new(Status::Fail, 0.0).detail(why.clone());
+            o.data = Some(serde_json::json!({"score": 0.0, "justification": why, "paper": self.paper}));
+            return o;
         }
         if env.ctx.judge.is_none() {
             return no_judge();
@@ -133,7 +135,10 @@ impl Run for PrbenchDimension {
                     v.score,
                 )
                 .detail(format!("judge: {}", v.justification));
-                o.data = serde_json::to_value(&v).ok();
+                o.data = serde_json::to_value(&v).ok().map(|mut d| {
+                    d["paper"] = self.paper.clone().into();
+                    d
+                });
                 o
             }
             Err(f) => {
