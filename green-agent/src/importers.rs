@@ -207,9 +207,10 @@ pub async fn import(
             match t.result {
                 Ok(dirs) => summary.written.extend(dirs),
                 Err(err) => summary.failed.push(ProblemFailure::import_failed(
-                    &t.source
-                        .file_name()
-                        .map_or_else(|| t.source.display().to_string(), |n| n.to_string_lossy().into_owned()),
+                    &t.source.file_name().map_or_else(
+                        || t.source.display().to_string(),
+                        |n| n.to_string_lossy().into_owned(),
+                    ),
                     err.to_string(),
                 )),
             }

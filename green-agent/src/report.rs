@@ -581,7 +581,12 @@ pub fn prbench_eval_report(t: &TrialRow) -> Option<serde_json::Value> {
             let text = g["data"]["justification"].as_str()?;
             let notes: Vec<&str> = g["details"]
                 .as_array()
-                .map(|d| d.iter().filter_map(Value::as_str).filter(|d| !d.starts_with("judge: ")).collect())
+                .map(|d| {
+                    d.iter()
+                        .filter_map(Value::as_str)
+                        .filter(|d| !d.starts_with("judge: "))
+                        .collect()
+                })
                 .unwrap_or_default();
             Some(if notes.is_empty() {
                 text.to_owned()
@@ -596,7 +601,12 @@ pub fn prbench_eval_report(t: &TrialRow) -> Option<serde_json::Value> {
                         .as_array()
                         .map(|d| d.iter().filter_map(Value::as_str).collect())
                         .unwrap_or_default();
-                    Some(format!("{}: {} {}", g["name"].as_str()?, g["status"].as_str().unwrap_or(""), details.join(" ")))
+                    Some(format!(
+                        "{}: {} {}",
+                        g["name"].as_str()?,
+                        g["status"].as_str().unwrap_or(""),
+                        details.join(" ")
+                    ))
                 })
                 .collect::<Vec<_>>()
                 .join("; ")
@@ -637,10 +647,19 @@ pub fn prbench_eval_report(t: &TrialRow) -> Option<serde_json::Value> {
     let overall = r.score;
     let summary = {
         let mut s = match overall {
-            Some(x) => format!("overall {x:.3}: the weighted sum of {} judged dimension(s)", scores.len()),
-            None => format!("no overall score: {}", r.grade_status.as_deref().unwrap_or(r.outcome.as_str())),
+            Some(x) => format!(
+                "overall {x:.3}: the weighted sum of {} judged dimension(s)",
+                scores.len()
+            ),
+            None => format!(
+                "no overall score: {}",
+                r.grade_status.as_deref().unwrap_or(r.outcome.as_str())
+            ),
         };
-        if let Some(m) = measured.get("measured_data_accuracy").and_then(|m| m["score"].as_f64()) {
+        if let Some(m) = measured
+            .get("measured_data_accuracy")
+            .and_then(|m| m["score"].as_f64())
+        {
             s.push_str(&format!("; measured data accuracy {m:.3}"));
         }
         if let Some(b) = measured.get("banned_libraries")
@@ -648,7 +667,11 @@ pub fn prbench_eval_report(t: &TrialRow) -> Option<serde_json::Value> {
         {
             s.push_str("; a banned library is used (code_correctness capped at 0.2)");
         }
-        s.push_str(if r.passed { "; every dimension passes" } else { "; not every dimension passes" });
+        s.push_str(if r.passed {
+            "; every dimension passes"
+        } else {
+            "; not every dimension passes"
+        });
         s
     };
     let grading = json!({

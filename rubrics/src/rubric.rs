@@ -128,11 +128,9 @@ pub fn combine(
         Status::TamperingDetected
     } else if let Some(s) = infra {
         s
-    } else if scored().any(|d| d.status == Status::ForbiddenApi)
-    {
+    } else if scored().any(|d| d.status == Status::ForbiddenApi) {
         Status::ForbiddenApi
-    } else if scored().any(|d| d.status == Status::FabricatedData)
-    {
+    } else if scored().any(|d| d.status == Status::FabricatedData) {
         Status::FabricatedData
     } else if passed {
         Status::Pass
@@ -333,5 +331,32 @@ mod tests {
         );
         assert_eq!(r.score, Some(0.0));
         assert_eq!(r.status, Status::ForbiddenApi);
+    }
+
+    #[test]
+    fn weight_zero_dimensions_are_shown_and_decide_nothing() {
+        let w: BTreeMap<String, f64> = [
+            ("judged".to_owned(), 1.0),
+            ("measured".to_owned(), 0.0),
+            ("banned".to_owned(), 0.0),
+            ("broken".to_owned(), 0.0),
+        ]
+        .into();
+        let r = combine(
+            vec![
+                g("a", "judged", 1.0, Status::Pass, 1.0),
+                g("b", "measured", 1.0, Status::Fail, 0.25),
+                g("c", "banned", 1.0, Status::ForbiddenApi, 0.0),
+                g("d", "broken", 1.0, Status::GraderError, 0.0),
+            ],
+            &w,
+            0.9,
+        );
+        assert_eq!(r.score, Some(1.0));
+        assert!(r.passed);
+        assert_eq!(r.status, Status::Pass);
+        assert_eq!(r.dimensions["measured"].score, Some(0.25));
+        assert_eq!(r.dimensions["banned"].status, Status::ForbiddenApi);
+        assert_eq!(r.dimensions["broken"].score, None);
     }
 }

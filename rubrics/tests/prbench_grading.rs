@@ -36,8 +36,10 @@ async fn judge(State(seen): State<Seen>, Json(body): Json<Value>) -> Json<Value>
         0.0
     };
     let content = json!({"score": score, "justification": format!("scored {score}")}).to_string();
-    Json(json!({"choices": [{"message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}))
+    Json(
+        json!({"choices": [{"message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}),
+    )
 }
 
 async fn mock() -> (String, Seen) {
@@ -107,7 +109,10 @@ async fn prbench_dimensions_weighted_as_written_with_the_banned_cap_and_evidence
     let g = Grading::new(
         "python",
         &[
-            ("reproduction/ANALYSIS.md", b"Least squares via the normal equations."),
+            (
+                "reproduction/ANALYSIS.md",
+                b"Least squares via the normal equations.",
+            ),
             (
                 "reproduction/fit.py",
                 b"from sklearn.linear_model import LinearRegression\n",
@@ -141,7 +146,10 @@ async fn prbench_dimensions_weighted_as_written_with_the_banned_cap_and_evidence
     assert_eq!(dim("measured_data_accuracy"), 1.0);
     assert_eq!(dim("strict_data_accuracy"), 0.5);
     assert_eq!(dim("measured_completeness"), 1.0);
-    assert_eq!(report.dimensions["banned_libraries"].status, Status::ForbiddenApi);
+    assert_eq!(
+        report.dimensions["banned_libraries"].status,
+        Status::ForbiddenApi
+    );
     assert_eq!(
         report.status,
         Status::Fail,
@@ -160,7 +168,10 @@ async fn prbench_dimensions_weighted_as_written_with_the_banned_cap_and_evidence
     let seen = seen.lock().expect("lock");
     assert_eq!(seen.len(), 3, "one question per dimension");
     for prompt in seen.iter() {
-        assert!(prompt.contains("METADATA-MARKER"), "the judge reads the ground truth");
+        assert!(
+            prompt.contains("METADATA-MARKER"),
+            "the judge reads the ground truth"
+        );
         assert!(
             prompt.contains("- data: data/fig1.csv (csv): pass, score 1.000"),
             "the judge sees our evidence: {prompt}"
@@ -184,7 +195,11 @@ async fn prbench_dimension_without_deliverables_scores_zero_without_a_judge_call
     let report = g.grade(SPEC, None, Duration::from_secs(300)).await;
     g.remove().await;
     assert_eq!(report.score, Some(0.0), "{report:?}");
-    for d in ["methodology_understanding", "code_correctness", "data_accuracy"] {
+    for d in [
+        "methodology_understanding",
+        "code_correctness",
+        "data_accuracy",
+    ] {
         assert_eq!(report.dimensions[d].score, Some(0.0), "{d}");
     }
 }

@@ -87,19 +87,43 @@ fn prbench_published_format_imports_with_its_code_only_variant() {
         })
         .expect("code_correctness judged");
     assert_eq!(judge.banned_cap, Some(0.2));
-    assert!(judge.hidden_references.contains(&"ground_truth/metadata.md".to_owned()));
-    assert!(judge.hidden_references.contains(&"ground_truth/reproduce/decay.py".to_owned()));
-    assert!(judge.hidden_references.contains(&"ground_truth/data/fig2_populations.csv".to_owned()));
+    assert!(
+        judge
+            .hidden_references
+            .contains(&"ground_truth/metadata.md".to_owned())
+    );
+    assert!(
+        judge
+            .hidden_references
+            .contains(&"ground_truth/reproduce/decay.py".to_owned())
+    );
+    assert!(
+        judge
+            .hidden_references
+            .contains(&"ground_truth/data/fig2_populations.csv".to_owned())
+    );
     let view = full.agent_view();
     assert_eq!(view.attachments, ["paper.md"]);
-    assert!(view.instruction.contains("/workspace/paper.md"), "the paper is named");
+    assert!(
+        view.instruction.contains("/workspace/paper.md"),
+        "the paper is named"
+    );
     assert!(view.instruction.contains("Reproduce Figure 2 and Table 1"));
     assert!(!view.instruction.contains('\r'), "CRLF read as text");
     assert!(view.instruction.contains("- `data/table1_halflives.csv`"));
-    assert!(dirs[0].join("hidden/ground_truth/reproduce/fig2_compute.py").is_file());
-    assert!(!dirs[0].join("workspace/data").exists(), "ground truth is held out");
+    assert!(
+        dirs[0]
+            .join("hidden/ground_truth/reproduce/fig2_compute.py")
+            .is_file()
+    );
+    assert!(
+        !dirs[0].join("workspace/data").exists(),
+        "ground truth is held out"
+    );
     let solve = std::fs::read_to_string(dirs[0].join("solution/solve.sh")).expect("oracle");
-    assert!(solve.contains("python3 fig2_compute.py") && solve.contains("python3 table1_compute.py"));
+    assert!(
+        solve.contains("python3 fig2_compute.py") && solve.contains("python3 table1_compute.py")
+    );
     assert_wall_holds(&full);
 
     let code_only = load_task(&dirs[1]).expect("code-only validates");
@@ -107,14 +131,23 @@ fn prbench_published_format_imports_with_its_code_only_variant() {
     let dims = code_only.grading().dimensions.clone().expect("weights");
     assert_eq!(dims["code_correctness"], 0.60);
     assert_eq!(dims["code_quality"], 0.10);
-    assert!(!dims.contains_key("measured_data_accuracy"), "no data in code-only mode");
+    assert!(
+        !dims.contains_key("measured_data_accuracy"),
+        "no data in code-only mode"
+    );
     assert_eq!(
         code_only.expected_outputs(),
         ["reproduction/ANALYSIS.md", "reproduction/decay.py"]
     );
     let view = code_only.agent_view();
-    assert!(view.instruction.contains("## Code-only mode"), "its own suffix");
-    assert!(!dirs[1].join("solution").exists(), "no oracle: no data to regenerate");
+    assert!(
+        view.instruction.contains("## Code-only mode"),
+        "its own suffix"
+    );
+    assert!(
+        !dirs[1].join("solution").exists(),
+        "no oracle: no data to regenerate"
+    );
     assert!(!dirs[1].join("hidden/ground_truth/data").exists());
     let methodology = code_only
         .grading()
@@ -141,12 +174,21 @@ fn prbench_folder_of_tasks_reports_each() {
     let results = prbench::import_all(&fixtures().join("prbench"), dest.path());
     let names: Vec<String> = results
         .iter()
-        .map(|r| r.source.file_name().expect("name").to_string_lossy().into_owned())
+        .map(|r| {
+            r.source
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert_eq!(names, ["banned-fit", "decay-chain", "hello-ones"]);
     assert!(results.iter().all(|r| r.result.is_ok()), "{results:?}");
     let hello = load_task(&dest.path().join("test_hello_ones")).expect("validates");
-    assert!(hello.oracle_solution().is_none(), "no reference code: no oracle");
+    assert!(
+        hello.oracle_solution().is_none(),
+        "no reference code: no oracle"
+    );
     let dims = hello.grading().dimensions.clone().expect("weights");
     assert_eq!(dims["correctness"], 1.0, "free-form dimension names");
     assert_eq!(hello.environment().agent_timeout_secs, 300);
@@ -160,8 +202,14 @@ fn prbench_folder_of_tasks_reports_each() {
 
     // One bad task among good ones: each task's result, the bad one named.
     let dir = tempfile::tempdir().expect("tempdir");
-    copy(&fixtures().join("prbench/hello-ones"), &dir.path().join("a-good"));
-    copy(&fixtures().join("prbench/hello-ones"), &dir.path().join("b-bad"));
+    copy(
+        &fixtures().join("prbench/hello-ones"),
+        &dir.path().join("a-good"),
+    );
+    copy(
+        &fixtures().join("prbench/hello-ones"),
+        &dir.path().join("b-bad"),
+    );
     let yaml = dir.path().join("b-bad/task.yaml");
     let text = std::fs::read_to_string(&yaml)
         .expect("read")
@@ -172,7 +220,11 @@ fn prbench_folder_of_tasks_reports_each() {
     let results = prbench::import_all(dir.path(), &dir.path().join("out"));
     assert_eq!(results.len(), 2);
     assert!(results[0].result.is_ok());
-    let err = results[1].result.as_ref().expect_err("unknown fields").to_string();
+    let err = results[1]
+        .result
+        .as_ref()
+        .expect_err("unknown fields")
+        .to_string();
     assert!(
         err.contains("b-bad/task.yaml")
             && err.contains("venue, docker.gpus, grading.dimensions[].rubric"),
@@ -418,13 +470,16 @@ fn bad_sources_fail_with_clear_messages() {
     std::fs::remove_file(src.join("paper.md")).expect("rm");
     let err = prbench::import(&src, &dest).expect_err("paper");
     assert!(
-        err.to_string().contains("paper.paper_file `paper.md` does not exist"),
+        err.to_string()
+            .contains("paper.paper_file `paper.md` does not exist"),
         "{err}"
     );
     // A package the platform image lacks is named.
     copy(&fixtures().join("prbench/hello-ones"), &src);
     let yaml = src.join("task.yaml");
-    let text = std::fs::read_to_string(&yaml).expect("read").replace("pip_install: []", "pip_install: [tenpy, numpy]");
+    let text = std::fs::read_to_string(&yaml)
+        .expect("read")
+        .replace("pip_install: []", "pip_install: [tenpy, numpy]");
     std::fs::write(&yaml, text).expect("write");
     let err = prbench::import(&src, &dest).expect_err("package");
     assert!(err.to_string().contains("`tenpy`"), "{err}");

@@ -360,9 +360,9 @@ pub fn banned_modules(metadata: &str) -> Vec<String> {
                 other => other.replace('-', "_"),
             };
             let valid = !name.is_empty()
-                && name
-                    .split('.')
-                    .all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                && name.split('.').all(|s| {
+                    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
             if valid && !out.contains(&name) {
                 out.push(name);
             }
@@ -633,7 +633,10 @@ fn write(
         "grading.dimensions"
     };
     if grading.dimensions.is_empty() {
-        return Err(source_err(yaml, format!("{which} is empty: nothing to grade")));
+        return Err(source_err(
+            yaml,
+            format!("{which} is empty: nothing to grade"),
+        ));
     }
     let mut seen = BTreeSet::new();
     for d in &grading.dimensions {
@@ -768,10 +771,13 @@ Steps:\n{steps}\n\n\
             references.push(format!("ground_truth/data/{rel}"));
         }
     }
-    let code_name = spec
-        .ground_truth_code_dir
-        .as_deref()
-        .map(|c| c.trim_end_matches('/').rsplit('/').next().unwrap_or(c).to_owned());
+    let code_name = spec.ground_truth_code_dir.as_deref().map(|c| {
+        c.trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(c)
+            .to_owned()
+    });
     if let (Some(code), Some(name)) = (&code_dir, &code_name) {
         for entry in walkdir::WalkDir::new(code)
             .sort_by_file_name()
@@ -788,8 +794,7 @@ Steps:\n{steps}\n\n\
                     "symlinks are not imported; replace it with the file",
                 ));
             }
-            if !entry.file_type().is_file()
-                || entry.path().extension().is_some_and(|e| e == "pyc")
+            if !entry.file_type().is_file() || entry.path().extension().is_some_and(|e| e == "pyc")
             {
                 continue;
             }
@@ -936,7 +941,10 @@ Steps:\n{steps}\n\n\
 
     let mut meta = BTreeMap::new();
     meta.insert("source".into(), toml::Value::String("PRBench".into()));
-    meta.insert("source_id".into(), toml::Value::String(spec.task_id.clone()));
+    meta.insert(
+        "source_id".into(),
+        toml::Value::String(spec.task_id.clone()),
+    );
     meta.insert("code_only".into(), toml::Value::Boolean(code_only));
     let mut paper_meta = toml::map::Map::new();
     if let Some(t) = &spec.paper.title {
@@ -1011,7 +1019,10 @@ mod tests {
         assert_eq!(memory_mb(&v("512m")), Some(512));
         assert_eq!(memory_mb(&v("1.5GiB")), Some(1536));
         assert_eq!(memory_mb(&v("lots")), None);
-        assert_eq!(seconds(&serde_yaml::Value::Number(14400.into())), Some(14400));
+        assert_eq!(
+            seconds(&serde_yaml::Value::Number(14400.into())),
+            Some(14400)
+        );
         assert_eq!(seconds(&v("4h")), Some(14400));
     }
 
@@ -1021,8 +1032,16 @@ mod tests {
             stated_rtol("DMRG is deterministic so results should match closely (~5% tolerance)."),
             Some(0.05)
         );
-        assert_eq!(stated_rtol("a relative tolerance of 2.5% applies"), Some(0.025));
-        assert_eq!(stated_rtol("50% of the weight goes to this dimension, which is about the data files; tolerance unstated"), None);
+        assert_eq!(
+            stated_rtol("a relative tolerance of 2.5% applies"),
+            Some(0.025)
+        );
+        assert_eq!(
+            stated_rtol(
+                "50% of the weight goes to this dimension, which is about the data files; tolerance unstated"
+            ),
+            None
+        );
         assert_eq!(stated_rtol("nothing"), None);
     }
 
