@@ -210,6 +210,28 @@ pub async fn import(
             disagreements: Vec::new(),
         });
     }
+    if kind == ImportKind::Prbench {
+        // A folder of tasks: every task's result (the failed ones in the summary table).
+        let mut summary = ImportSummary::default();
+        for t in tasks::import::prbench::import_all(src, dest) {
+            match t.result {
+                Ok(dirs) => summary.written.extend(dirs),
+                Err(err) => summary.failed.push(ProblemFailure::import_failed(
+                    &t.source.file_name().map_or_else(
+                        || t.source.display().to_string(),
+                        |n| n.to_string_lossy().into_owned(),
+                    ),
+                    err.to_string(),
+                )),
+            }
+        }
+        if summary.written.is_empty()
+            && let [only] = summary.failed.as_slice()
+        {
+            anyhow::bail!("{}", only.cause);
+        }
+        return Ok(summary);
+    }
     if !kind.needs_sandbox() {
         return Ok(ImportSummary {
             written: tasks::import::import_local(kind, src, dest)?,

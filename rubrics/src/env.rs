@@ -113,6 +113,9 @@ pub(crate) struct Env<'c, 'a> {
     /// owner and modes (see [`crate::snapshot::reset_then`]). Cleared by that rebuild and by
     /// any exec as another user than root.
     pub pristine: std::sync::atomic::AtomicBool,
+    /// The results of the graders that ran so far, in the order they ran: what a check that
+    /// [`crate::checks::Run::reads_evidence`] is shown (every other grader runs before it).
+    pub evidence: std::sync::Mutex<Vec<crate::report::GraderResult>>,
 }
 
 /// The trusted probes that succeeded (argv). A probe runs as root, cwd `/`, with an empty

@@ -120,6 +120,7 @@ pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) {
         snap: String::new(),
         probed: ctx.probes.clone(),
         pristine: std::sync::atomic::AtomicBool::new(false),
+        evidence: Default::default(),
     };
     env.prewarm(&probes_of(spec)).await;
 }
@@ -165,6 +166,7 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
         snap: join(&ctx.scratch, "snapshot/ws"),
         probed: ctx.probes.clone(),
         pristine: std::sync::atomic::AtomicBool::new(ctx.snapshot_staged),
+        evidence: Default::default(),
     };
     let probes = probes_of(spec);
 
@@ -201,9 +203,14 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             }
         }
         // Re-running the agent's code (reproduce) may rewrite the workspace: those graders go last,
-        // so that every other grader sees exactly what the agent submitted. Results keep spec order.
+        // so that every other grader sees exactly what the agent submitted; graders that read the
+        // others' results (PRBench's judged dimensions) go after all of them. Results keep spec
+        // order.
         let mut order: Vec<usize> = (0..spec.graders.len()).collect();
-        order.sort_by_key(|&i| spec.graders[i].check.runs_last());
+        order.sort_by_key(|&i| {
+            let c = &spec.graders[i].check;
+            (c.reads_evidence(), c.runs_last())
+        });
         let mut slots: Vec<Option<GraderResult>> = vec![None; spec.graders.len()];
         for i in order {
             let g = &spec.graders[i];
@@ -228,6 +235,10 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             r.data = outcome.data;
             r.duration_secs = t0.elapsed().as_secs_f64();
             tracing::info!(grader = %g.name, status = %r.status, score = ?r.score, "grader finished");
+            env.evidence
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(r.clone());
             slots[i] = Some(r);
         }
         let mut results: Vec<GraderResult> = slots.into_iter().flatten().collect();

@@ -4,7 +4,8 @@
 //! `fabricated_data` verdict in a dimension sets that dimension to 0. An infrastructure status in a dimension makes the
 //! dimension's score `None` (and so the overall score): we report that we could not grade rather
 //! than inventing a number. The overall score is the weighted mean of the dimensions, computed
-//! here and never taken from a judge.
+//! here and never taken from a judge. A dimension of weight 0 is reported and decides nothing
+//! (neither score, pass nor status).
 
 use std::collections::BTreeMap;
 
@@ -100,10 +101,10 @@ pub fn combine(
             },
         );
     }
-    let infra = dimensions
-        .values()
-        .map(|d| d.status)
-        .find(|s| s.is_infrastructure());
+    // A dimension of weight 0 is shown, not scored (PRBench imports: our deterministic evidence
+    // beside the judged dimensions): it decides neither the score, the pass nor the status.
+    let scored = || dimensions.values().filter(|d| d.weight > 0.0);
+    let infra = scored().map(|d| d.status).find(|s| s.is_infrastructure());
     let score = if infra.is_some() || dimensions.is_empty() {
         None
     } else {
@@ -122,20 +123,14 @@ pub fn combine(
         .iter()
         .any(|g| g.status == Status::TamperingDetected);
     let score = if tampered { Some(0.0) } else { score };
-    let passed = !tampered && score.is_some() && dimensions.values().all(|d| d.passed);
+    let passed = !tampered && score.is_some() && scored().all(|d| d.passed);
     let status = if tampered {
         Status::TamperingDetected
     } else if let Some(s) = infra {
         s
-    } else if dimensions
-        .values()
-        .any(|d| d.status == Status::ForbiddenApi)
-    {
+    } else if scored().any(|d| d.status == Status::ForbiddenApi) {
         Status::ForbiddenApi
-    } else if dimensions
-        .values()
-        .any(|d| d.status == Status::FabricatedData)
-    {
+    } else if scored().any(|d| d.status == Status::FabricatedData) {
         Status::FabricatedData
     } else if passed {
         Status::Pass
@@ -336,5 +331,32 @@ mod tests {
         );
         assert_eq!(r.score, Some(0.0));
         assert_eq!(r.status, Status::ForbiddenApi);
+    }
+
+    #[test]
+    fn weight_zero_dimensions_are_shown_and_decide_nothing() {
+        let w: BTreeMap<String, f64> = [
+            ("judged".to_owned(), 1.0),
+            ("measured".to_owned(), 0.0),
+            ("banned".to_owned(), 0.0),
+            ("broken".to_owned(), 0.0),
+        ]
+        .into();
+        let r = combine(
+            vec![
+                g("a", "judged", 1.0, Status::Pass, 1.0),
+                g("b", "measured", 1.0, Status::Fail, 0.25),
+                g("c", "banned", 1.0, Status::ForbiddenApi, 0.0),
+                g("d", "broken", 1.0, Status::GraderError, 0.0),
+            ],
+            &w,
+            0.9,
+        );
+        assert_eq!(r.score, Some(1.0));
+        assert!(r.passed);
+        assert_eq!(r.status, Status::Pass);
+        assert_eq!(r.dimensions["measured"].score, Some(0.25));
+        assert_eq!(r.dimensions["banned"].status, Status::ForbiddenApi);
+        assert_eq!(r.dimensions["broken"].score, None);
     }
 }

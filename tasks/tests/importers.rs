@@ -19,77 +19,217 @@ fn shared() -> PathBuf {
     bench_data::dir()
 }
 
+/// Our fixtures in PRBench's published format: several CSVs with reference code (an oracle
+/// that runs it in its own layout) and a code-only variant with its own suffix, outputs and
+/// weights; the ground truth held out; CRLF read as text.
 #[test]
-fn prbench_fixture_imports_with_its_code_only_variant() {
+fn prbench_published_format_imports_with_its_code_only_variant() {
     let dest = tempfile::tempdir().expect("tempdir");
     let dirs =
         prbench::import(&fixtures().join("prbench/decay-chain"), dest.path()).expect("import");
     assert_eq!(dirs.len(), 2);
     let full = load_task(&dirs[0]).expect("full validates");
-    assert_eq!(full.id(), "decay-chain");
+    assert_eq!(full.id(), "task_decay_chain");
     assert_eq!(full.kind(), TaskKind::Prbench);
+    assert_eq!(full.environment().image, "python");
     assert_eq!(full.environment().memory_mb, 2048);
     assert_eq!(full.environment().agent_timeout_secs, 1800);
-    let kinds: Vec<&str> = full
+    let dims = full.grading().dimensions.clone().expect("weights");
+    let judged: Vec<(&str, f64)> = dims
+        .iter()
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(k, w)| (k.as_str(), *w))
+        .collect();
+    assert_eq!(
+        judged,
+        [
+            ("code_correctness", 0.15),
+            ("completeness", 0.15),
+            ("data_accuracy", 0.50),
+            ("methodology_understanding", 0.20)
+        ],
+        "the task's dimensions, names and weights as written"
+    );
+    assert_eq!(dims["measured_data_accuracy"], 0.0);
+    assert_eq!(dims["measured_completeness"], 0.0);
+    let csvs: Vec<(&str, &str, Option<f64>)> = full
         .grading()
         .graders
         .iter()
-        .map(|g| g.dimension.as_str())
+        .filter_map(|g| match &g.check {
+            Check::Csv(c) => Some((c.output.as_str(), c.hidden_expected.as_str(), c.rtol)),
+            _ => None,
+        })
         .collect();
     assert_eq!(
-        kinds,
+        csvs,
         [
-            "code_correctness",
-            "data_accuracy",
-            "task_completeness",
-            "methodology"
-        ]
+            (
+                "data/fig2_populations.csv",
+                "ground_truth/data/fig2_populations.csv",
+                Some(0.02)
+            ),
+            (
+                "data/table1_halflives.csv",
+                "ground_truth/data/table1_halflives.csv",
+                Some(0.02)
+            ),
+        ],
+        "one comparison per figure, the tolerance the task states (~2%)"
     );
-    let dims = full.grading().dimensions.clone().expect("weights");
+    let judge = full
+        .grading()
+        .graders
+        .iter()
+        .find_map(|g| match &g.check {
+            Check::PrbenchDimension(d) if d.name == "code_correctness" => Some(d),
+            _ => None,
+        })
+        .expect("code_correctness judged");
+    assert_eq!(judge.banned_cap, Some(0.2));
     assert!(
-        (dims["data_accuracy"] - 0.60).abs() < 1e-12
-            && (dims.values().sum::<f64>() - 1.0).abs() < 1e-12
+        judge
+            .hidden_references
+            .contains(&"ground_truth/metadata.md".to_owned())
     );
-    assert!(matches!(&full.grading().graders[1].check,
-        Check::Csv(rubrics::checks::csv::Csv { hidden_expected, x_column: Some(x), .. }) if hidden_expected == "expected/populations.csv" && x == "t"));
+    assert!(
+        judge
+            .hidden_references
+            .contains(&"ground_truth/reproduce/decay.py".to_owned())
+    );
+    assert!(
+        judge
+            .hidden_references
+            .contains(&"ground_truth/data/fig2_populations.csv".to_owned())
+    );
     let view = full.agent_view();
     assert_eq!(view.attachments, ["paper.md"]);
-    assert!(dirs[0].join("hidden/expected/populations.csv").is_file());
-    assert!(dirs[0].join("hidden/metadata.md").is_file());
+    assert!(
+        view.instruction.contains("/workspace/paper.md"),
+        "the paper is named"
+    );
+    assert!(view.instruction.contains("Reproduce Figure 2 and Table 1"));
+    assert!(!view.instruction.contains('\r'), "CRLF read as text");
+    assert!(view.instruction.contains("- `data/table1_halflives.csv`"));
+    assert!(
+        dirs[0]
+            .join("hidden/ground_truth/reproduce/fig2_compute.py")
+            .is_file()
+    );
+    assert!(
+        !dirs[0].join("workspace/data").exists(),
+        "ground truth is held out"
+    );
+    let solve = std::fs::read_to_string(dirs[0].join("solution/solve.sh")).expect("oracle");
+    assert!(
+        solve.contains("python3 fig2_compute.py") && solve.contains("python3 table1_compute.py")
+    );
     assert_wall_holds(&full);
 
     let code_only = load_task(&dirs[1]).expect("code-only validates");
-    assert_eq!(code_only.id(), "decay-chain-code-only");
-    let dims: Vec<&str> = code_only
+    assert_eq!(code_only.id(), "task_decay_chain-code-only");
+    let dims = code_only.grading().dimensions.clone().expect("weights");
+    assert_eq!(dims["code_correctness"], 0.60);
+    assert_eq!(dims["code_quality"], 0.10);
+    assert!(
+        !dims.contains_key("measured_data_accuracy"),
+        "no data in code-only mode"
+    );
+    assert_eq!(
+        code_only.expected_outputs(),
+        ["reproduction/ANALYSIS.md", "reproduction/decay.py"]
+    );
+    let view = code_only.agent_view();
+    assert!(
+        view.instruction.contains("## Code-only mode"),
+        "its own suffix"
+    );
+    assert!(
+        !dirs[1].join("solution").exists(),
+        "no oracle: no data to regenerate"
+    );
+    assert!(!dirs[1].join("hidden/ground_truth/data").exists());
+    let methodology = code_only
         .grading()
         .graders
         .iter()
-        .map(|g| g.dimension.as_str())
-        .collect();
-    assert_eq!(dims, ["code_correctness", "methodology"]);
-    assert_wall_holds(&code_only);
-
-    // Without the judge: deterministic graders only, weights renormalised.
-    let dest = tempfile::tempdir().expect("tempdir");
-    let options = prbench::PrbenchOptions {
-        judge_methodology: false,
-    };
-    let dirs = prbench::import_with(
-        &fixtures().join("prbench/decay-chain"),
-        dest.path(),
-        &options,
-    )
-    .expect("import");
-    let task = load_task(&dirs[0]).expect("validates");
+        .find_map(|g| match &g.check {
+            Check::PrbenchDimension(d) if d.name == "methodology_understanding" => Some(d),
+            _ => None,
+        })
+        .expect("methodology judged");
+    assert!(methodology.code_only);
     assert!(
-        task.grading()
-            .graders
-            .iter()
-            .all(|g| !matches!(g.check, Check::Judge(rubrics::checks::judge::Judge { .. })))
+        methodology.description.contains("Bateman"),
+        "a code-only dimension without a description takes the full mode's"
     );
-    let dims = task.grading().dimensions.clone().expect("weights");
-    assert!(!dims.contains_key("methodology"));
-    assert!((dims["data_accuracy"] - 0.60 / 0.95).abs() < 1e-12);
+    assert_wall_holds(&code_only);
+}
+
+/// A trivial task (no reference code: no oracle) and a task with banned libraries (its
+/// metadata's table becomes a `forbidden_api` scan); a folder of tasks imports each.
+#[test]
+fn prbench_folder_of_tasks_reports_each() {
+    let dest = tempfile::tempdir().expect("tempdir");
+    let results = prbench::import_all(&fixtures().join("prbench"), dest.path());
+    let names: Vec<String> = results
+        .iter()
+        .map(|r| {
+            r.source
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(names, ["banned-fit", "decay-chain", "hello-ones"]);
+    assert!(results.iter().all(|r| r.result.is_ok()), "{results:?}");
+    let hello = load_task(&dest.path().join("test_hello_ones")).expect("validates");
+    assert!(
+        hello.oracle_solution().is_none(),
+        "no reference code: no oracle"
+    );
+    let dims = hello.grading().dimensions.clone().expect("weights");
+    assert_eq!(dims["correctness"], 1.0, "free-form dimension names");
+    assert_eq!(hello.environment().agent_timeout_secs, 300);
+    let banned = load_task(&dest.path().join("task_banned_fit")).expect("validates");
+    assert_eq!(
+        banned.agent_view().constraints.forbidden_modules,
+        ["sklearn", "statsmodels", "lmfit"]
+    );
+    assert!(banned.grading().graders.iter().any(|g| matches!(&g.check,
+        Check::ForbiddenApi(f) if f.forbidden == ["sklearn", "statsmodels", "lmfit"])));
+
+    // One bad task among good ones: each task's result, the bad one named.
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(
+        &fixtures().join("prbench/hello-ones"),
+        &dir.path().join("a-good"),
+    );
+    copy(
+        &fixtures().join("prbench/hello-ones"),
+        &dir.path().join("b-bad"),
+    );
+    let yaml = dir.path().join("b-bad/task.yaml");
+    let text = std::fs::read_to_string(&yaml)
+        .expect("read")
+        .replace("task_id: test_hello_ones", "task_id: other\nvenue: nowhere")
+        .replace("  timeout: 300", "  timeout: 300\n  gpus: 1")
+        .replace("weight: 1.0", "weight: 1.0\n      rubric: x");
+    std::fs::write(&yaml, text).expect("write");
+    let results = prbench::import_all(dir.path(), &dir.path().join("out"));
+    assert_eq!(results.len(), 2);
+    assert!(results[0].result.is_ok());
+    let err = results[1]
+        .result
+        .as_ref()
+        .expect_err("unknown fields")
+        .to_string();
+    assert!(
+        err.contains("b-bad/task.yaml")
+            && err.contains("venue, docker.gpus, grading.dimensions[].rubric"),
+        "every unsupported field named at once: {err}"
+    );
 }
 
 #[test]
@@ -324,29 +464,26 @@ fn bad_sources_fail_with_clear_messages() {
     let err = scicoqa::import(&jsonl, &dest, &Default::default()).expect_err("bad record");
     assert!(err.to_string().contains("d.jsonl:1:"), "{err}");
 
-    // PRBench yaml naming a missing entrypoint.
+    // PRBench yaml naming a missing paper file (found after the task folder was started).
     let src = dir.path().join("pr-bad");
-    write(
-        &src,
-        "task.yaml",
-        "id: x\ninstruction: i.md\nground_truth: {code: code, entrypoint: go.sh}\n",
-    );
-    write(&src, "i.md", "x");
-    write(&src, "code/run.sh", "true");
-    let err = prbench::import(&src, &dest).expect_err("entrypoint");
-    assert!(err.to_string().contains("`go.sh`"), "{err}");
-
-    // A failure after the task folder was started (the paper is missing).
-    write(
-        &src,
-        "task.yaml",
-        "id: x\ninstruction: i.md\npaper: nope.md\nground_truth: {code: code, entrypoint: run.sh}\n",
-    );
+    copy(&fixtures().join("prbench/hello-ones"), &src);
+    std::fs::remove_file(src.join("paper.md")).expect("rm");
     let err = prbench::import(&src, &dest).expect_err("paper");
     assert!(
-        err.to_string().contains("paper `nope.md` does not exist"),
+        err.to_string()
+            .contains("paper.paper_file `paper.md` does not exist"),
         "{err}"
     );
+    // A package the platform image lacks is named.
+    copy(&fixtures().join("prbench/hello-ones"), &src);
+    let yaml = src.join("task.yaml");
+    let text = std::fs::read_to_string(&yaml)
+        .expect("read")
+        .replace("pip_install: []", "pip_install: [tenpy, numpy]");
+    std::fs::write(&yaml, text).expect("write");
+    let err = prbench::import(&src, &dest).expect_err("package");
+    assert!(err.to_string().contains("`tenpy`"), "{err}");
+    std::fs::create_dir_all(&dest).expect("dest");
     assert!(dest.is_dir(), "the import had started");
 
     // Failed imports leave nothing behind (they are staged, then moved into place).
@@ -453,46 +590,6 @@ fn paperbench_category_filters_match_like_the_grader() {
         text.contains("none of the 1 leaves has task_category in [\"Code Development\"]"),
         "{text}"
     );
-}
-
-/// `task.yml` spelling, the instruction inline, an output given as a bare path, a timeout with
-/// a unit: the same task as the `task.yaml` fixture.
-#[test]
-fn prbench_task_yaml_variants_import() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let src = dir.path().join("decay-chain");
-    copy(&fixtures().join("prbench/decay-chain"), &src);
-    std::fs::remove_file(src.join("task.yaml")).expect("rm");
-    std::fs::write(
-        src.join("task.yml"),
-        "id: decay-chain\n\
-         instruction: |\n  Reproduce the populations of the two-step decay chain.\n  Write results/populations.csv.\n\
-         paper: paper.md\n\
-         ground_truth: {data: data, code: reproduce}\n\
-         expected_outputs:\n  - path: results/populations.csv\n    ground_truth: data/populations.csv\n    x_column: t\n  - results/notes.md\n\
-         docker: {image: python, memory: 1536m, timeout: 30m}\n",
-    )
-    .expect("write");
-    let dirs = prbench::import(&src, &dir.path().join("out")).expect("import");
-    let task = load_task(&dirs[0]).expect("validates");
-    assert!(
-        task.agent_view()
-            .instruction
-            .contains("two-step decay chain")
-    );
-    assert_eq!(task.environment().agent_timeout_secs, 1800);
-    assert_eq!(task.environment().memory_mb, 1536);
-    assert_eq!(
-        task.expected_outputs(),
-        ["results/populations.csv", "results/notes.md"]
-    );
-    let bad = src.join("task.yml");
-    let text = std::fs::read_to_string(&bad)
-        .expect("read")
-        .replace("30m", "soon");
-    std::fs::write(&bad, text).expect("write");
-    let err = prbench::import(&src, &dir.path().join("out2")).expect_err("bad timeout");
-    assert!(err.to_string().contains("docker.timeout"), "{err}");
 }
 
 fn copy(from: &Path, to: &Path) {

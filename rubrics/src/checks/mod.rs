@@ -94,6 +94,10 @@ pub(crate) trait Run: CheckSpec + Sync {
     fn runs_last(&self) -> bool {
         false
     }
+    /// Checks that read the other graders' results ([`Env::evidence`]) go after every other.
+    fn reads_evidence(&self) -> bool {
+        false
+    }
     /// Modules/attributes this check forbids (the import hook enforces them during every
     /// grader that runs agent code).
     fn forbidden(&self) -> &[String] {
@@ -169,6 +173,7 @@ checks! {
     "paperbench_tree" => PaperbenchTree(paperbench_tree::PaperbenchTree),
     "discrepancy" => Discrepancy(discrepancy::Discrepancy),
     "judge" => Judge(judge::Judge),
+    "prbench_dimension" => PrbenchDimension(prbench_dimension::PrbenchDimension),
 }
 
 impl CheckSpec for Check {
@@ -192,6 +197,9 @@ impl Check {
     }
     pub(crate) fn runs_last(&self) -> bool {
         self.inner().runs_last()
+    }
+    pub(crate) fn reads_evidence(&self) -> bool {
+        self.inner().reads_evidence()
     }
     pub(crate) fn forbidden(&self) -> &[String] {
         self.inner().forbidden()

@@ -317,6 +317,19 @@ pub struct ProblemFailure {
 }
 
 impl ProblemFailure {
+    /// A whole task that did not import (importers of folders of tasks: PRBench).
+    pub fn import_failed(task: &str, cause: String) -> Self {
+        Self {
+            problem_id: task.to_owned(),
+            step_id: None,
+            test: None,
+            stage: "import".into(),
+            cause,
+            limit: None,
+            hint: None,
+        }
+    }
+
     fn new(
         problem_id: &str,
         step_id: Option<String>,
