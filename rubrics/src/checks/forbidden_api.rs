@@ -177,7 +177,7 @@ pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) ->
     let out = env
         .exec(argv, false, Some("/"), Some(Duration::from_secs(60)), 64 * 1024)
         .await
-        .map_err(|f| format!("{f:?}"))?;
+        .map_err(|f| f.to_string())?;
     if !out.success() {
         return Err(exit_note(&out));
     }
