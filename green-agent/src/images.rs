@@ -49,7 +49,7 @@ fn named_or_every_recipe(which: &[String]) -> Vec<String> {
 async fn connect_here() -> anyhow::Result<DockerBackend> {
     DockerBackend::connect()
         .await
-        .map_err(|e| anyhow::anyhow!("cannot use Docker: {e}; is the Docker Engine running?"))
+        .map_err(|e| anyhow::Error::new(e).context("cannot use Docker"))
 }
 
 /// `green-agent images build [python|sci]` (default: every recipe).

@@ -244,9 +244,8 @@ pub async fn import(
     let docker = sandbox::docker::DockerBackend::connect()
         .await
         .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot use Docker: {e}; the SciCode importer runs gold code in a sandbox"
-            )
+            anyhow::Error::new(e)
+                .context("cannot use Docker (the SciCode importer runs gold code in a sandbox)")
         })?;
     let image = crate::images::resolve_for_run(&docker, "python")
         .await

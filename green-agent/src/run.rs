@@ -68,9 +68,9 @@ pub enum RunError {
     Staging { venv: PathBuf, reason: String },
     #[error("cannot start the model proxy: {0}")]
     Proxy(String),
-    #[error(
-        "cannot use Docker: {0}; is the Docker Engine running and is this user allowed to use it?"
-    )]
+    /// The cause says what failed (and, for an unreachable daemon, what to do); it is not
+    /// repeated in this message, which the error chain prints before it.
+    #[error("cannot use Docker (is the Docker Engine running, and may this user use it?)")]
     Docker(#[source] sandbox::SandboxError),
     #[error("image `{image}` for task {task}: {reason}")]
     Image {

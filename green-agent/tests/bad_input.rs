@@ -221,3 +221,26 @@ async fn a_judge_without_its_key() {
         assert_refused(&out, cause, results.path());
     }
 }
+
+#[tokio::test]
+async fn docker_unreachable_is_said_once() {
+    let results = tempfile::tempdir().expect("tempdir");
+    let socket = results.path().join("no-docker.sock");
+    let out = green(
+        &["run", "--tasks", "tasks/examples", "--agents", "nop"],
+        BTreeMap::from([(
+            "DOCKER_HOST".to_owned(),
+            format!("unix://{}", socket.display()),
+        )]),
+        results.path(),
+    )
+    .await;
+    assert_refused(&out, "cannot use Docker", results.path());
+    assert_eq!(
+        out.stderr.matches("the Docker daemon is unreachable").count(),
+        1,
+        "the cause is said once:\n{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("DOCKER_HOST"), "{}", out.stderr);
+}

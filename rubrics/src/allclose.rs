@@ -412,11 +412,41 @@ fn flatten<'a>(
     }
 }
 
+/// A dict key as Python would show it (a string bare).
 fn key_label(k: &Value) -> String {
     match k {
         Value::Str(s) => s.clone(),
+        other => python_repr(other),
+    }
+}
+
+/// A value as Python's `repr` would show it (arrays as their dtype and shape), for messages.
+fn python_repr(v: &Value) -> String {
+    let items = |xs: &[Value]| xs.iter().map(python_repr).collect::<Vec<_>>().join(", ");
+    match v {
+        Value::None => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Float(x) => x.to_string(),
-        other => format!("{other:?}"),
+        Value::Complex(re, im) => format!("({re}{im:+}j)"),
+        Value::Str(s) => format!("'{s}'"),
+        Value::List(xs) => format!("[{}]", items(xs)),
+        Value::Tuple(xs) if xs.len() == 1 => format!("({},)", items(xs)),
+        Value::Tuple(xs) => format!("({})", items(xs)),
+        Value::Dict(kv) => format!(
+            "{{{}}}",
+            kv.iter()
+                .map(|(k, v)| format!("{}: {}", python_repr(k), python_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Array { dtype, shape, .. } => format!(
+            "array(dtype={dtype}, shape=({}))",
+            shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -110,6 +110,55 @@ pub struct ColumnReport {
     pub score: f64,
 }
 
+impl Miss {
+    /// `y at x=2: got 1.1, expected 1.3 (abs err 2.000e-1, rel err 1.538e-1)`.
+    pub fn describe(&self) -> String {
+        let at = self
+            .x
+            .map_or_else(|| format!("row {}", self.row), |x| format!("x={x}"));
+        match self.actual {
+            Some(a) => format!(
+                "{} at {at}: got {a}, expected {}{}",
+                self.column,
+                self.expected,
+                errors(self.abs_err, self.rel_err, "")
+            ),
+            None => format!(
+                "{} at {at}: no value (expected {})",
+                self.column, self.expected
+            ),
+        }
+    }
+}
+
+/// ` (abs err …, rel err …)` for the errors that are known, else nothing.
+fn errors(abs: Option<f64>, rel: Option<f64>, prefix: &str) -> String {
+    let parts: Vec<String> = [("abs", abs), ("rel", rel)]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{prefix}{k} err {v:.3e}")))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+impl ColumnReport {
+    /// `8/10 values match (max abs err …, max rel err …)`, or `column missing`.
+    pub fn summary(&self) -> String {
+        if !self.present {
+            return "column missing".into();
+        }
+        format!(
+            "{}/{} values match{}",
+            self.matched,
+            self.compared,
+            errors(self.max_abs_err, self.max_rel_err, "max ")
+        )
+    }
+}
+
 /// The outcome of a comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CsvReport {
@@ -142,21 +191,7 @@ impl CsvReport {
                 self.extra_columns.join(", ")
             ));
         }
-        for m in &self.misses {
-            let at =
-                m.x.map(|x| format!("x={x}"))
-                    .unwrap_or(format!("row {}", m.row));
-            out.push(match m.actual {
-                Some(a) => format!(
-                    "{} at {at}: got {a}, expected {} (abs err {:.3e}, rel err {:.3e})",
-                    m.column,
-                    m.expected,
-                    m.abs_err.unwrap_or(f64::NAN),
-                    m.rel_err.unwrap_or(f64::NAN)
-                ),
-                None => format!("{} at {at}: no value (expected {})", m.column, m.expected),
-            });
-        }
+        out.extend(self.misses.iter().map(Miss::describe));
         if self.total_misses > self.misses.len() {
             out.push(format!(
                 "… {} more misses",

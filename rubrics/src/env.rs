@@ -86,12 +86,35 @@ pub(crate) enum Fault {
     Budget,
 }
 
+/// What failed, for user text.
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Sandbox(e) => write!(f, "grading sandbox failed: {e}"),
+            Fault::Broken(why) => f.write_str(why),
+            Fault::Budget => f.write_str("the grading budget was used up"),
+        }
+    }
+}
+
 /// What reading a file out of the sandbox gave.
 #[derive(Debug)]
 pub(crate) enum FileRead {
     Missing,
     TooLarge,
     Bytes(Vec<u8>),
+}
+
+/// `does not exist`, `is too large to read`, `was read (N bytes)`: follows a file's name in
+/// user text.
+impl std::fmt::Display for FileRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileRead::Missing => f.write_str("does not exist"),
+            FileRead::TooLarge => f.write_str("is too large to read"),
+            FileRead::Bytes(b) => write!(f, "was read ({} bytes)", b.len()),
+        }
+    }
 }
 
 /// Shared state of one grading run.
@@ -374,15 +397,14 @@ pub(crate) fn tail(bytes: &[u8], n: usize) -> String {
     s[i..].to_owned()
 }
 
-/// Exit code, timeout/OOM flags and the stderr tail of a command, for details.
+/// How a command ended (`exit 2`, `timed out`, ...) and its stderr tail, for details.
 pub(crate) fn exit_note(out: &ExecOutcome) -> String {
-    format!(
-        "exit {:?}{}{}; stderr tail:\n{}",
-        out.exit_code,
-        if out.timed_out { ", timed out" } else { "" },
-        if out.oom_killed { ", OOM-killed" } else { "" },
-        tail(&out.stderr, 2000)
-    )
+    let err = tail(&out.stderr, 2000);
+    if err.trim().is_empty() {
+        format!("{}; no stderr", out.ended())
+    } else {
+        format!("{}; stderr tail:\n{err}", out.ended())
+    }
 }
 
 /// A name unique within this process (per-grader folders).

@@ -234,7 +234,12 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             r.details = outcome.details;
             r.data = outcome.data;
             r.duration_secs = t0.elapsed().as_secs_f64();
-            tracing::info!(grader = %g.name, status = %r.status, score = ?r.score, "grader finished");
+            tracing::info!(
+                grader = %g.name,
+                status = %r.status,
+                score = %r.score.map_or_else(|| "none".to_owned(), |s| s.to_string()),
+                "grader finished"
+            );
             env.evidence
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -251,11 +256,11 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
                 .iter()
                 .find(|d| d.starts_with(crate::checks::author_script::RAN_AGENT_CODE))
             {
-                flags.push(format!("{d} (grader {:?})", r.name));
+                flags.push(format!("{d} (grader `{}`)", r.name));
             }
             if r.status == Status::TamperingDetected {
                 flags.push(format!(
-                    "tampering detected by grader {:?}: {}",
+                    "tampering detected by grader `{}`: {}",
                     r.name,
                     r.details.first().map_or("", String::as_str)
                 ));
@@ -306,7 +311,7 @@ async fn stage_scripts(env: &Env<'_, '_>) -> Result<(), String> {
             4096,
         )
         .await
-        .map_err(|f| format!("{f:?}"))?;
+        .map_err(|f| f.to_string())?;
     if out.success() {
         Ok(())
     } else {

@@ -75,6 +75,17 @@ impl ChildExit {
     }
 }
 
+/// `exit 2`, `killed by signal 9`, or `ended without an exit code` (for user text).
+impl std::fmt::Display for ChildExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit {code}"),
+            (None, Some(sig)) => write!(f, "killed by signal {sig}"),
+            (None, None) => f.write_str("ended without an exit code"),
+        }
+    }
+}
+
 /// A running child in its own process group. Dropping it kills the whole group.
 #[derive(Debug)]
 pub struct SupervisedChild {

@@ -337,7 +337,7 @@ async fn run_mmdebstrap(
             tag,
             "mmdebstrap",
             format!(
-                "exited with {:?}; last output:\n{}",
+                "ended with {}; last output:\n{}",
                 exit,
                 last_lines.into_iter().collect::<Vec<_>>().join("\n")
             ),

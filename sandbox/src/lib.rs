@@ -228,6 +228,27 @@ impl ExecOutcome {
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.oom_killed
     }
+
+    /// How it ended, for user text: `exit 2`, `timed out`, `OOM-killed`, `exit 0, output
+    /// truncated`, `killed (no exit code)`; never a Rust debug form.
+    pub fn ended(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.timed_out {
+            parts.push("timed out".into());
+        }
+        if self.oom_killed {
+            parts.push("OOM-killed".into());
+        }
+        match self.exit_code {
+            Some(code) => parts.push(format!("exit {code}")),
+            None if parts.is_empty() => parts.push("killed (no exit code)".into()),
+            None => {}
+        }
+        if self.truncated {
+            parts.push("output truncated".into());
+        }
+        parts.join(", ")
+    }
 }
 
 /// One host path for [`Sandbox::copy_in_many`].
@@ -465,4 +486,44 @@ pub struct Adoption {
     pub agents: Vec<Adopted>,
     /// Objects of the run removed (not adoptable).
     pub removed: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(code: Option<i64>, timed_out: bool, oom: bool, truncated: bool) -> String {
+        ExecOutcome {
+            exit_code: code,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            timed_out,
+            oom_killed: oom,
+            truncated,
+            duration: Duration::ZERO,
+        }
+        .ended()
+    }
+
+    #[test]
+    fn how_an_exec_ended_reads_as_words() {
+        assert_eq!(ended(Some(2), false, false, false), "exit 2");
+        assert_eq!(ended(None, true, false, false), "timed out");
+        assert_eq!(ended(None, false, true, false), "OOM-killed");
+        assert_eq!(ended(None, false, false, false), "killed (no exit code)");
+        assert_eq!(
+            ended(Some(0), false, false, true),
+            "exit 0, output truncated"
+        );
+        let exit = child::ChildExit {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(exit.to_string(), "killed by signal 9");
+        let exit = child::ChildExit {
+            code: Some(0),
+            signal: None,
+        };
+        assert_eq!(exit.to_string(), "exit 0");
+    }
 }

@@ -304,7 +304,7 @@ pub async fn run(
     report.signal = exit.signal;
     report.stderr_tail = child.stderr_tail();
     drop(child);
-    tracing::info!(driver = options.kind.name(), ?exit, canceled, "agent ended");
+    tracing::info!(driver = options.kind.name(), %exit, canceled, "agent ended");
 
     // 5. Collect the workspace off the async threads.
     set_phase(&progress, "collecting outputs");

@@ -326,7 +326,16 @@ async fn drive(svc: &Arc<Service>, id: &str) {
             return;
         }
         Err(e @ RunError::Canceled { .. }) => (TaskState::Canceled, Some(e.to_string())),
-        Err(e) => (TaskState::Failed, Some(format!("the run failed: {e}"))),
+        Err(e) => {
+            // The whole chain: a variant's own message leaves its cause to its source.
+            let mut text = format!("the run failed: {e}");
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            (TaskState::Failed, Some(text))
+        }
     };
     // The result artifacts (also for a canceled run: what finished is kept).
     let summary = match ReportData::load(&store, &run_id).await {

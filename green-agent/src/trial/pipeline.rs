@@ -355,7 +355,11 @@ async fn grade_and_record(
         .run
         .outcome
         .unwrap_or(crate::model::Outcome::Completed);
-    info!(outcome = outcome.as_str(), score = ?report.score, "trial finished");
+    info!(
+        outcome = outcome.as_str(),
+        score = %report.score.map_or_else(|| "none".to_owned(), |s| s.to_string()),
+        "trial finished"
+    );
     parts.phases.extend(log.into_times());
     Ok(record::assemble(parts, &report))
 }

@@ -339,7 +339,8 @@ async fn values(
     let said = c_values::parse_actual(&relayed, canary.len());
     if said.as_deref() != Ok(canary) || exits != [CANARY_EXIT.to_string().as_str()] {
         return tampering(&format!(
-            "a canary driver linked with the agent's sources printed other values than it computes (exit {exits:?}): the values channel is forged"
+            "a canary driver linked with the agent's sources printed other values than it computes (exit status {}): the values channel is forged",
+            if exits.is_empty() { "none".to_owned() } else { exits.join(", ") }
         ));
     }
     if ran.truncated {
@@ -352,11 +353,7 @@ async fn values(
         Ok(a) => a,
         Err(why) => return tampering(&format!("the values the test program printed: {why}")),
     };
-    let ended = if ran.timed_out {
-        "timed out".to_owned()
-    } else {
-        format!("exit {:?}", ran.exit_code)
-    };
+    let ended = ran.ended();
     let mut o = Outcome::from_tests(c_values::compare(expected, &actual, &ended));
     if ran.timed_out {
         o.status = Status::Timeout;
@@ -465,8 +462,9 @@ async fn legacy(
         .map(str::trim);
     if last != Some(canary_line.as_str()) || probe.exit_code != Some(1) {
         return tampering(&format!(
-            "a canary driver that prints `{canary_line}` and exits 1 reported {:?} (exit {:?}): the summary line is forged",
-            last, probe.exit_code
+            "a canary driver that prints `{canary_line}` and exits 1 reported {} ({}): the summary line is forged",
+            last.map_or_else(|| "no `Results:` line".to_owned(), |l| format!("`{l}`")),
+            probe.ended()
         ));
     }
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -477,7 +475,7 @@ async fn legacy(
                 x as f64 / y as f64,
             );
             let mut t = TestResult::new("results", o.status);
-            t = t.with_message(format!("Results: {x}/{y} passed"));
+            t = t.with_message(legacy_message(x, y, &stdout));
             o.tests.push(t);
             if run.timed_out {
                 o.status = Status::Timeout;
@@ -494,6 +492,25 @@ async fn legacy(
     o
 }
 
+/// Bytes of a legacy driver's output kept with its `Results:` line.
+const DRIVER_OUTPUT_KEPT: usize = 3000;
+
+/// `Results: x/y passed`, and for a failure what the driver printed before it (its checks'
+/// names and messages, when it prints them): shown, never scored.
+fn legacy_message(x: u64, y: u64, stdout: &str) -> String {
+    let head = format!("Results: {x}/{y} passed");
+    let printed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim().starts_with("Results:"))
+        .collect();
+    if x == y || printed.is_empty() {
+        return head;
+    }
+    format!(
+        "{head}; the test driver printed:\n{}",
+        tail(printed.join("\n").as_bytes(), DRIVER_OUTPUT_KEPT)
+    )
+}
 
 /// A build that failed or ran out of time: 0, with the compiler's output as the `compile` test.
 fn compile_failure(out: &sandbox::ExecOutcome) -> Outcome {
@@ -512,6 +529,17 @@ fn compile_failure(out: &sandbox::ExecOutcome) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_legacy_failure_keeps_what_the_driver_printed() {
+        let out = "PASS node\nFAIL clamp left: got 0.5, want 1\nResults: 1/2 passed\n";
+        assert_eq!(
+            legacy_message(1, 2, out),
+            "Results: 1/2 passed; the test driver printed:\nPASS node\nFAIL clamp left: got 0.5, want 1"
+        );
+        assert_eq!(legacy_message(2, 2, out), "Results: 2/2 passed");
+        assert_eq!(legacy_message(0, 2, "Results: 0/2 passed\n"), "Results: 0/2 passed");
+    }
 
     #[test]
     fn results_line_table() {

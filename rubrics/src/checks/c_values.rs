@@ -253,7 +253,7 @@ pub(crate) fn compare(expected: &[Expected], actual: &[Actual], ended: &str) -> 
                     "no value: the program ended before this check ({ended})"
                 )),
                 Some(a) if a.name != want.name => Some(format!(
-                    "the check printed here is {:?}: the checks ran in another order",
+                    "the check printed here is `{}`: the checks ran in another order",
                     a.name
                 )),
                 Some(a) => mismatch(want, &a.value),

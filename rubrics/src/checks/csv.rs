@@ -75,7 +75,7 @@ async fn csv(env: &Env<'_, '_>, output: &str, expected: &str, rules: &CsvRules) 
         FileRead::Bytes(b) => b,
         other => {
             return Outcome::new(Status::GraderError, 0.0)
-                .detail(format!("held-out expected data {expected}: {other:?}"));
+                .detail(format!("held-out expected data {expected} {other}"));
         }
     };
     let exp = match csv_compare::parse(&exp) {
@@ -122,13 +122,13 @@ async fn csv(env: &Env<'_, '_>, output: &str, expected: &str, rules: &CsvRules) 
                     } else {
                         Status::Fail
                     };
-                    let msg = if c.present {
-                        format!(
-                            "{}/{} values match; max abs err {:?}, max rel err {:?}",
-                            c.matched, c.compared, c.max_abs_err, c.max_rel_err
-                        )
-                    } else {
-                        "column missing".into()
+                    // The column's worst listed miss says where and by how much.
+                    let worst = rep.misses.iter().find(|m| m.column == c.name);
+                    let msg = match worst {
+                        Some(m) if st != Status::Pass => {
+                            format!("{}; worst: {}", c.summary(), m.describe())
+                        }
+                        _ => c.summary(),
                     };
                     TestResult::new(format!("column {}", c.name), st).with_message(msg)
                 })

@@ -45,7 +45,13 @@ async fn files_exist(env: &Env<'_, '_>, outputs: &[String]) -> Outcome {
         let out = tryf!(
             env.exec(
                 // The snapshot holds only regular files and folders: nothing to follow.
-                sv(&["sh", "-c", "test -f \"$1\" && test -s \"$1\"", "sh", &env.out(o)]),
+                sv(&[
+                    "sh",
+                    "-c",
+                    "test -f \"$1\" || exit 3; test -s \"$1\" || exit 4",
+                    "sh",
+                    &env.out(o)
+                ]),
                 false,
                 Some("/"),
                 Some(Duration::from_secs(30)),
@@ -53,12 +59,25 @@ async fn files_exist(env: &Env<'_, '_>, outputs: &[String]) -> Outcome {
             )
             .await
         );
-        let st = if out.success() {
-            Status::Pass
-        } else {
-            Status::Fail
-        };
-        tests.push(TestResult::new(o.clone(), st));
+        let t = TestResult::new(o.clone(), Status::Pass);
+        tests.push(match out.exit_code {
+            Some(0) if out.success() => t,
+            Some(3) => TestResult {
+                status: Status::Fail,
+                ..t
+            }
+            .with_message(format!("/workspace/{o} does not exist (or is not a regular file)")),
+            Some(4) => TestResult {
+                status: Status::Fail,
+                ..t
+            }
+            .with_message(format!("/workspace/{o} is empty")),
+            _ => TestResult {
+                status: Status::Fail,
+                ..t
+            }
+            .with_message(format!("/workspace/{o} could not be checked ({})", out.ended())),
+        });
     }
     if tests.is_empty() {
         return Outcome::new(Status::GraderError, 0.0).detail("files_exist names no file");

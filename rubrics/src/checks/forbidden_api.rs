@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::checks::{PathField, Problem, non_empty};
 use crate::env::{Env, FileRead, Outcome, exit_note, tryf};
-use crate::report::GraderResult;
+use crate::report::{GraderResult, TestResult};
 use crate::spec::GradingSpec;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -133,14 +133,17 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     } else {
         let mut o = Outcome::new(Status::ForbiddenApi, 0.0);
         for h in hits.iter().take(50) {
-            o = o.detail(format!(
-                "{}:{}: {} ({}) uses forbidden {}",
-                h["file"].as_str().unwrap_or("?"),
-                h["line"],
+            let at = format!("{}:{}", h["file"].as_str().unwrap_or("?"), h["line"]);
+            let what = format!(
+                "{} ({}) uses forbidden {}",
                 h["name"].as_str().unwrap_or("?"),
                 h["how"].as_str().unwrap_or("?"),
                 h["forbidden"].as_str().unwrap_or("?")
-            ));
+            );
+            o = o.detail(format!("{at}: {what}"));
+            // Each use is a failed check, named by where it is.
+            o.tests
+                .push(TestResult::new(at, Status::ForbiddenApi).with_message(what));
         }
         o
     };
@@ -177,7 +180,7 @@ pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) ->
     let out = env
         .exec(argv, false, Some("/"), Some(Duration::from_secs(60)), 64 * 1024)
         .await
-        .map_err(|f| format!("{f:?}"))?;
+        .map_err(|f| f.to_string())?;
     if !out.success() {
         return Err(exit_note(&out));
     }
@@ -226,12 +229,18 @@ pub(crate) async fn apply_runtime_forbidden(
             r.status = Status::ForbiddenApi;
             r.score = Some(0.0);
             for h in &mine {
-                r.details.push(format!(
-                    "runtime: {} {} from {}",
+                let file = h["file"].as_str().unwrap_or("?");
+                let what = format!(
+                    "{} {} (forbidden: {})",
                     h["how"].as_str().unwrap_or("use of"),
                     h["name"].as_str().unwrap_or("?"),
-                    h["file"].as_str().unwrap_or("?")
-                ));
+                    h["forbidden"].as_str().unwrap_or("?")
+                );
+                r.details.push(format!("runtime: {what} from {file}"));
+                r.tests.push(
+                    TestResult::new(format!("runtime use in {file}"), Status::ForbiddenApi)
+                        .with_message(what),
+                );
             }
             let data = r.data.get_or_insert_with(|| json!({}));
             data["runtime_hits"] = json!(mine);

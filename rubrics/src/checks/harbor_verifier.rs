@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, author_env};
 use crate::checks::author_script::exec_author;
-use crate::env::{AUTHOR_USER, Env, FileRead, Outcome, exit_note, sv, tryf};
-use crate::report::cap_text;
+use crate::env::{AUTHOR_USER, Env, FileRead, Outcome, exit_note, sv, tail, tryf};
+use crate::report::{TestResult, cap_text};
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
 
@@ -94,7 +94,84 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
     if let Some(d) = ran.ran_detail() {
         o = o.detail(d);
     }
-    o
+    explain(o, &ran.out)
+}
+
+/// Bytes of the verifier's output kept in the grade (its end: where test runners summarise).
+const OUTPUT_KEPT: usize = 6000;
+
+/// Why the verifier decided as it did, kept in the grade: its output (stdout and stderr, which
+/// our wrapper sends to one stream; the end, bounded), how it ended, the reward (in `data`),
+/// and the failing tests a pytest run inside it named in its short summary (`FAILED name -
+/// message` lines, `pytest -rA`/`-ra`); those are shown, never scored: the reward is the score.
+fn explain(mut o: Outcome, out: &sandbox::ExecOutcome) -> Outcome {
+    let text = tail(&out.stderr, OUTPUT_KEPT);
+    let reward = (!o.status.is_infrastructure()
+        && matches!(o.status, Status::Pass | Status::Fail))
+    .then_some(o.score);
+    let mut data = serde_json::json!({
+        "reward": reward,
+        "ended": out.ended(),
+        "output_bytes": out.stderr.len(),
+    });
+    if let Some(written) = o.data.take() {
+        data["reward_json"] = written;
+    }
+    o.data = Some(data);
+    if o.status != Status::Pass {
+        o.tests.extend(short_summary(&text));
+        if !o.tests.is_empty() {
+            let total = o.tests.len();
+            let failed = o.tests.iter().filter(|t| t.status != Status::Pass).count();
+            o.details.insert(
+                0,
+                format!("the verifier's tests: {failed} of {total} failed (from its output)"),
+            );
+        }
+    }
+    let shown = if text.trim().is_empty() {
+        format!("the verifier printed nothing ({})", out.ended())
+    } else if out.stderr.len() > OUTPUT_KEPT {
+        format!(
+            "verifier output ({}; last {OUTPUT_KEPT} of {} bytes):\n{text}",
+            out.ended(),
+            out.stderr.len()
+        )
+    } else {
+        format!("verifier output ({}):\n{text}", out.ended())
+    };
+    o.detail(shown)
+}
+
+/// The tests a pytest short test summary names: `FAILED path::test - message`, `ERROR …`,
+/// `PASSED path::test`; at most 200.
+pub(crate) fn short_summary(output: &str) -> Vec<TestResult> {
+    let mut tests: Vec<TestResult> = Vec::new();
+    for line in output.lines() {
+        let (status, rest) = if let Some(r) = line.strip_prefix("FAILED ") {
+            (Status::Fail, r)
+        } else if let Some(r) = line.strip_prefix("ERROR ") {
+            (Status::Error, r)
+        } else if let Some(r) = line.strip_prefix("PASSED ") {
+            (Status::Pass, r)
+        } else {
+            continue;
+        };
+        let (name, message) = match rest.split_once(" - ") {
+            Some((n, m)) => (n.trim(), Some(m.trim())),
+            None => (rest.trim(), None),
+        };
+        if name.is_empty() || name.contains(char::is_whitespace) || tests.len() >= 200 {
+            continue;
+        }
+        let t = TestResult::new(name, status);
+        tests.push(match message {
+            Some(m) if !m.is_empty() => t.with_message(m),
+            _ if status != Status::Pass => t.with_message("failed (the verifier's output gives no message)"),
+            _ => t,
+        });
+    }
+    tests
 }
 
 /// The reward the verifier wrote (`reward.txt` first, then `reward.json`; an empty file is one
@@ -112,8 +189,8 @@ async fn verdict(env: &Env<'_, '_>, out: &sandbox::ExecOutcome) -> Outcome {
         return match s.trim().parse::<f64>() {
             Ok(r) if r.is_finite() => reward(r, out),
             _ => Outcome::new(Status::Error, 0.0).detail(format!(
-                "reward.txt is not a number: {:?}",
-                cap_text(&s, 200)
+                "reward.txt is not a number: `{}`",
+                cap_text(s.trim(), 200)
             )),
         };
     }
@@ -147,21 +224,67 @@ async fn verdict(env: &Env<'_, '_>, out: &sandbox::ExecOutcome) -> Outcome {
         };
     }
     if out.timed_out {
-        return Outcome::new(Status::Timeout, 0.0).detail(exit_note(out));
+        return Outcome::new(Status::Timeout, 0.0)
+            .detail(format!("the verifier wrote no reward: {}", out.ended()));
     }
     // The script is proven by the task's oracle run; a run that ends without a reward was
     // stopped by what it checked (the agent's outputs or code).
     Outcome::new(Status::Error, 0.0).detail(format!(
-        "the verifier wrote no reward.txt or reward.json: {}",
-        exit_note(out)
+        "the verifier wrote no reward.txt or reward.json ({})",
+        out.ended()
     ))
 }
 
 fn reward(r: f64, out: &sandbox::ExecOutcome) -> Outcome {
+    let written = r;
     let r = r.clamp(0.0, 1.0);
-    let mut o = Outcome::new(if r >= 1.0 { Status::Pass } else { Status::Fail }, r);
-    if !out.success() {
-        o = o.detail(format!("verifier script: {}", exit_note(out)));
+    let pass = r >= 1.0;
+    let mut said = format!("the verifier's reward: {written}");
+    if written != r {
+        said.push_str(&format!(" (taken as {r})"));
     }
-    o
+    if !pass {
+        said.push_str(" (1 passes)");
+    }
+    if !out.success() {
+        said.push_str(&format!("; the script then ended with {}", out.ended()));
+    }
+    Outcome::new(if pass { Status::Pass } else { Status::Fail }, r).detail(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pytest_short_summary_names_the_failing_tests() {
+        let out = "collected 3 items\n\
+            tests/test_x.py .F.\n\
+            =========================== short test summary info ============================\n\
+            PASSED tests/test_x.py::test_a\n\
+            FAILED tests/test_x.py::test_b - AssertionError: assert 3 == 4\n\
+            ERROR tests/test_x.py::test_c\n\
+            FAILED to start something else entirely\n";
+        let t = short_summary(out);
+        let got: Vec<(&str, Status, Option<&str>)> = t
+            .iter()
+            .map(|t| (t.name.as_str(), t.status, t.message.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("tests/test_x.py::test_a", Status::Pass, None),
+                (
+                    "tests/test_x.py::test_b",
+                    Status::Fail,
+                    Some("AssertionError: assert 3 == 4")
+                ),
+                (
+                    "tests/test_x.py::test_c",
+                    Status::Error,
+                    Some("failed (the verifier's output gives no message)")
+                ),
+            ]
+        );
+    }
 }

@@ -74,7 +74,7 @@ pub(crate) async fn hidden_text(env: &Env<'_, '_>, rel: &str) -> Result<String, 
     match env.read_file(&env.hidden(rel), 4 * 1024 * 1024).await {
         Ok(FileRead::Bytes(b)) => Ok(String::from_utf8_lossy(&b).into_owned()),
         Ok(other) => Err(Outcome::new(Status::GraderError, 0.0)
-            .detail(format!("held-out file {rel}: {other:?}"))),
+            .detail(format!("held-out file {rel} {other}"))),
         Err(f) => Err(Outcome::from_fault(f)),
     }
 }

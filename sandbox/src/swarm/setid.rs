@@ -71,8 +71,8 @@ pub(super) async fn harden(
         return Err(SandboxError::Scheduling {
             service: name.to_string(),
             detail: format!(
-                "the engine ignored no_new_privileges and removing setuid/setgid bits failed (exit {:?}): {}",
-                outcome.exit_code,
+                "the engine ignored no_new_privileges and removing setuid/setgid bits failed ({}): {}",
+                outcome.ended(),
                 String::from_utf8_lossy(&outcome.stderr).trim()
             ),
         });
@@ -155,9 +155,8 @@ async fn list_in_container(
         return Err(SandboxError::Scheduling {
             service: name.to_string(),
             detail: format!(
-                "the engine ignored no_new_privileges and listing setuid/setgid files failed (exit {:?}, truncated {}): {}",
-                outcome.exit_code,
-                outcome.truncated,
+                "the engine ignored no_new_privileges and listing setuid/setgid files failed ({}): {}",
+                outcome.ended(),
                 String::from_utf8_lossy(&outcome.stderr).trim()
             ),
         });

@@ -913,8 +913,8 @@ async fn derive_in_sandbox(
             (
                 None,
                 format!(
-                    "the derivation run failed (exit {:?}): {}",
-                    outcome.exit_code,
+                    "the derivation run failed ({}): {}",
+                    outcome.ended(),
                     stderr_tail(&outcome)
                 ),
             )
@@ -984,10 +984,8 @@ pub async fn check_in_sandbox(
             let outcome = run_script(sandbox, &["check", "cases.json", "solution.py"], timeout).await?;
             if !outcome.success() {
                 return Err(ImportError::Derive(format!(
-                    "`scicode_targets.py check` failed (exit {:?}, timed out: {}, OOM: {}; the limits are --timeout-secs {} and --memory-mb {}):\n{}",
-                    outcome.exit_code,
-                    outcome.timed_out,
-                    outcome.oom_killed,
+                    "`scicode_targets.py check` failed ({}; the limits are --timeout-secs {} and --memory-mb {}):\n{}",
+                    outcome.ended(),
                     options.timeout.as_secs(),
                     options.memory_mb,
                     stderr_tail(&outcome)

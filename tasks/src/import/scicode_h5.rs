@@ -211,7 +211,7 @@ async fn run(
             String::new()
         };
         return Err(ImportError::Targets(format!(
-            "scicode_h5.py failed ({exit:?}){hint}:\n{tail}"
+            "scicode_h5.py failed ({exit}){hint}:\n{tail}"
         )));
     }
     Ok(out)

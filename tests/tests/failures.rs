@@ -1,0 +1,214 @@
+//! Why did it fail? (issue 28): the "wrong" agent (`tests/fixtures/failures/wrong.sh`) writes a
+//! plausible but wrong solution on every bundled example task and on `unittest-mean`, so every
+//! grader kind those tasks use fails. Each failing grader must say which check failed and why
+//! (a failing test's name and message, or a note), and no report format may show a Rust debug
+//! form (`Some(…)`, `None`, `{ code: … }`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use e2e_tests::{repo_root, report_json, run_green};
+
+/// The `cmd:` spec of the wrong agent (the script shipped base64-encoded on its command line).
+pub fn wrong_agent() -> String {
+    let path = repo_root().join("tests/fixtures/failures/wrong.sh");
+    let body = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let b64 = base64::engine::general_purpose::STANDARD.encode(body);
+    format!("cmd:: wrong; echo {b64} | base64 -d | sh")
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).expect("mkdir");
+    for e in std::fs::read_dir(src).expect("read_dir") {
+        let e = e.expect("entry");
+        let to = dst.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).expect("copy");
+        }
+    }
+}
+
+/// Debug forms of Rust values that must never reach a user.
+const DEBUG_FORMS: &[&str] = &["Some(", "{ code:", "ChildExit", "signal: None", "Ok(", "Err("];
+
+/// The debug forms found in `text` (plus a bare `None`, for grader text: JSON says `null`).
+fn debug_forms(text: &str, bare_none: bool) -> Vec<String> {
+    let mut found: Vec<String> = DEBUG_FORMS
+        .iter()
+        .filter(|p| text.contains(**p))
+        .map(|p| (*p).to_owned())
+        .collect();
+    if bare_none
+        && text
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|w| w == "None")
+    {
+        found.push("None".into());
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_failure_names_its_check_and_message() {
+    let tasks = tempfile::tempdir().expect("tempdir");
+    let examples = repo_root().join("tasks/examples");
+    for e in std::fs::read_dir(&examples).expect("examples") {
+        let e = e.expect("entry");
+        if e.path().join("task.toml").is_file() {
+            copy_tree(&e.path(), &tasks.path().join(e.file_name()));
+        }
+    }
+    copy_tree(
+        &repo_root().join("tests/adversarial/tasks/unittest-mean"),
+        &tasks.path().join("unittest-mean"),
+    );
+    let results = tempfile::tempdir().expect("tempdir");
+    let run_id = format!("e2e-failures-{}", std::process::id());
+    let agent = wrong_agent();
+    let out = run_green(
+        &[
+            "run",
+            "--tasks",
+            &tasks.path().display().to_string(),
+            "--agent",
+            &agent,
+            "--concurrency",
+            "3",
+            "--poll-interval",
+            "200ms",
+            "--run-id",
+            &run_id,
+            "--results-dir",
+            &results.path().display().to_string(),
+        ],
+        &BTreeMap::new(),
+        Duration::from_secs(1200),
+    )
+    .await;
+    out.assert_success();
+    let report = report_json(results.path(), &run_id);
+    let trials = report["trials"].as_array().expect("trials");
+    assert_eq!(trials.len(), 10, "nine examples and unittest-mean");
+
+    let mut failed_kinds = BTreeSet::new();
+    let mut said = String::new();
+    for t in trials {
+        let task = t["task_id"].as_str().expect("task id");
+        let grade = &t["grade"];
+        let score = grade["score"].as_f64();
+        assert!(
+            score.is_some_and(|s| s < 1.0),
+            "{task}: the wrong solution is graded and fails: {grade}"
+        );
+        for g in grade["graders"].as_array().expect("graders") {
+            let (name, kind, status) = (
+                g["name"].as_str().expect("name"),
+                g["kind"].as_str().expect("kind"),
+                g["status"].as_str().expect("status"),
+            );
+            let details: Vec<&str> = g["details"]
+                .as_array()
+                .map(|d| d.iter().filter_map(|d| d.as_str()).collect())
+                .unwrap_or_default();
+            let tests = g["tests"].as_array().cloned().unwrap_or_default();
+            for text in details.iter().copied().chain(tests.iter().filter_map(|t| t["message"].as_str())) {
+                let forms = debug_forms(text, true);
+                assert!(forms.is_empty(), "{task}/{name}: {forms:?} in {text:?}");
+                said.push_str(text);
+                said.push('\n');
+            }
+            if status == "pass" {
+                continue;
+            }
+            assert!(
+                !matches!(
+                    status,
+                    "env_broken" | "grader_error" | "judge_invalid" | "judge_unavailable" | "judge_split"
+                ),
+                "{task}/{name}: a wrong solution is the agent's failure, not ours: {g}"
+            );
+            failed_kinds.insert(kind.to_owned());
+            let failing: Vec<&serde_json::Value> = tests
+                .iter()
+                .filter(|t| !matches!(t["status"].as_str(), Some("pass" | "compile_ok")))
+                .collect();
+            if failing.is_empty() {
+                assert!(
+                    details.iter().any(|d| !d.trim().is_empty()),
+                    "{task}/{name} ({kind}, {status}): no failing test and no note says why: {g}"
+                );
+            }
+            for f in failing {
+                let (tname, message) = (
+                    f["name"].as_str().unwrap_or(""),
+                    f["message"].as_str().unwrap_or(""),
+                );
+                assert!(
+                    !tname.trim().is_empty() && !message.trim().is_empty(),
+                    "{task}/{name} ({kind}): a failing check without a name or a message: {f}"
+                );
+            }
+            eprintln!("{task}/{name} ({kind}, {status}): {}", g["tests"]);
+        }
+    }
+    let want: BTreeSet<String> = [
+        "pytest",
+        "unittest",
+        "testthat",
+        "c_test",
+        "command",
+        "harbor_verifier",
+        "scicode_steps",
+        "csv",
+        "reproduce",
+        "forbidden_api",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(failed_kinds, want, "every grader kind of the suite failed");
+    // What each kind must have said (the check and its message).
+    for needle in [
+        // harbor_verifier: the verifier's own output is kept
+        "missing primes: 199",
+        // testthat: a failed expectation's message and a raised error's message
+        "not equal to",
+        "uneven grids are not supported by this implementation",
+        // command: the task's checker's message
+        "the planted discrepancy",
+        // csv: where the worst miss is
+        "worst: N at x=",
+        // forbidden_api: the module named
+        "numpy.fft",
+        // scicode_steps: the raised error
+        "erf_approx is not written yet",
+        // unittest: the assertion
+        "ValueError not raised",
+    ] {
+        assert!(said.contains(needle), "no grader said {needle:?}:\n{said}");
+    }
+    let c = trials
+        .iter()
+        .find(|t| t["task_id"] == "mmsicode-c-interp")
+        .expect("the C task");
+    let failing: Vec<&str> = c["grade"]["graders"][0]["tests"]
+        .as_array()
+        .expect("tests")
+        .iter()
+        .filter(|t| t["status"] == "fail")
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(failing, ["clamp left", "clamp right"], "the C checks are named");
+
+    // No report format shows a debug form.
+    for file in ["report.json", "report.md", "report.csv", "report.html"] {
+        let path = results.path().join(&run_id).join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let forms = debug_forms(&text, false);
+        assert!(forms.is_empty(), "{file} shows {forms:?}");
+    }
+}
