@@ -163,7 +163,7 @@ async fn bench(backend: &str, db: Option<DatabaseUrl>) {
     let rows = direct.trial_rows(run).await.expect("rows");
     let read = started.elapsed().as_secs_f64() * 1000.0;
     let started = Instant::now();
-    let table = green_agent::summary::summarize(&rows);
+    let table = green_agent::presentation::summary::summarize(&rows);
     let summarised = started.elapsed().as_secs_f64() * 1000.0;
     // the same query alone (rows fetched as the driver gives them, not converted)
     let pool = match db.as_ref() {

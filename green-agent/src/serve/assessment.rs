@@ -346,14 +346,7 @@ async fn drive(svc: &Arc<Service>, id: &str) {
             ) {
                 reg.add_artifact(id, artifact);
             }
-            let r = results::result_data(&data, &roles);
-            format!(
-                "run {run_id}: {} trial(s), score {:.2} of {}, pass rate {:.2}",
-                r["trials"],
-                r["score"].as_f64().unwrap_or(0.0),
-                r["max_score"],
-                r["pass_rate"].as_f64().unwrap_or(0.0)
-            )
+            results::headline_text(&results::result_data(&data, &roles))
         }
         Err(e) => format!("run {run_id}: the results could not be read: {e}"),
     };
