@@ -293,11 +293,16 @@ mod tests {
             detailed_finished,
             "stored files read for detailed trials only"
         );
-        let rendered = data.render(Format::Html);
+        let rendered = data.render(Format::named("html").expect("a format"));
         let mut streamed = Vec::new();
-        write_report(&store, "big", Format::Html, &mut streamed)
-            .await
-            .expect("write");
+        write_report(
+            &store,
+            "big",
+            Format::named("html").expect("a format"),
+            &mut streamed,
+        )
+        .await
+        .expect("write");
         let streamed = String::from_utf8(streamed).expect("utf-8");
         assert!(
             streamed == rendered,

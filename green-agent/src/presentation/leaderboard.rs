@@ -58,7 +58,8 @@ pub struct Leaderboard {
     pub run: String,
     /// One row per agent, over all its trials (`task_kind` = `*`), best mean first.
     pub overall: Vec<LeaderRow>,
-    /// One row per agent and task kind.
+    /// One row per agent and task kind (each a real kind: an agent over all its kinds is its
+    /// `overall` row).
     pub by_kind: Vec<LeaderRow>,
 }
 
@@ -84,8 +85,10 @@ impl Leaderboard {
 
 /// A leaderboard over any set of trials (one run, or several runs together).
 pub fn leaderboard_of(label: &str, rows: &[crate::store::TrialRow]) -> Leaderboard {
+    // an agent's row over all its kinds is its `overall` row: not shown twice
     let by_kind = super::summary::summarize(rows)
         .into_iter()
+        .filter(|r| r.task_kind != super::summary::ALL_KINDS)
         .map(LeaderRow::from)
         .collect();
     let mut overall: Vec<LeaderRow> = super::summary::summarize_agents(rows, "*")

@@ -22,8 +22,7 @@ planned trial is a sample, one without a score counts as not passed; callback ra
 graded trials passing every dimension of their task.";
 
 /// The compact table's legend (one line).
-pub const COMPACT_LEGEND: &str = "mean over graded trials (± 95% CI from 5 graded on); pass@k \
-over tasks, k = repeats, a trial without a score counts as failed; --wide: every column.";
+pub const COMPACT_LEGEND: &str = "mean: graded trials, ± 95% CI from 5 on; pass@k: over tasks, unscored = failed; --wide: all columns";
 
 /// Longest agent name shown whole in the compact table.
 const AGENT_WIDTH: usize = 32;
@@ -201,7 +200,7 @@ mod tests {
         assert!(widest <= 100, "{widest} columns:\n{t}");
         assert!(!t.contains("± 0.000"), "{t}");
         assert!(t.contains("0.550 ± 0.200"), "{t}");
-        assert!(t.contains("claude-code:model=claude-sonnet-…"), "{t}");
+        assert!(t.contains("claude-code:model=claude-sonnet…  "), "{t}");
         assert_eq!(t.matches("callback").count(), 0, "not shown, not explained");
         assert!(t.trim_end().ends_with(COMPACT_LEGEND));
     }

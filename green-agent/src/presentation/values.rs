@@ -112,8 +112,9 @@ pub fn debug_leaks(text: &str) -> Vec<String> {
         while let Some(i) = text[from..].find(pat) {
             let at = from + i;
             // a word of its own (not `HandleSome(`, not inside an identifier)
-            let word_start =
-                at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+            let word_start = !pat.as_bytes()[0].is_ascii_alphanumeric()
+                || at == 0
+                || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
             if word_start {
                 let end = (at + pat.len() + 24).min(text.len());
                 let end = (end..=text.len())

@@ -354,21 +354,38 @@ mod tests {
     }
 
     #[test]
-    fn the_result_counts_every_planned_trial() {
+    fn the_headline_counts_every_planned_trial_of_the_participants_only() {
         let r = result_data(&data(), &roles());
-        assert_eq!(r["score"], 2.5);
-        assert_eq!(r["max_score"], 4.0);
-        assert_eq!(r["pass_rate"], 0.5);
+        // the participant: 0.5 on p1, nothing on g1; the oracle's two 1.0 are calibration
+        assert_eq!(r["score"], 0.5);
+        assert_eq!(r["max_score"], 2.0);
+        assert_eq!(r["pass_rate"], 0.0);
+        assert_eq!(r["trials"], 4);
+        assert_eq!(r["participant_trials"], 2);
         assert_eq!(r["finished"], 3);
-        assert_eq!(r["per_agent"]["oracle"]["mean"], 1.0);
         assert_eq!(r["per_agent"]["agent"]["mean"], 0.5);
         assert_eq!(r["per_agent"]["agent"]["strict_mean"], 0.25);
+        assert_eq!(r["per_agent"]["agent"]["score"], 0.5);
+        assert_eq!(r["per_agent"]["agent"]["max_score"], 2.0);
+        assert!(r["per_agent"].get("oracle").is_none(), "{r}");
+        assert_eq!(r["calibration"]["oracle"]["mean"], 1.0);
+        assert_eq!(r["calibration"]["oracle"]["score"], 2.0);
         let per_task = r["per_task"].as_array().expect("per task");
         assert_eq!(per_task.len(), 4, "{per_task:?}");
+        assert!(per_task.iter().any(|t| t["task_id"] == "p1"
+            && t["role"] == "agent"
+            && t["mean"] == 0.5
+            && t["calibration"] == false));
         assert!(
             per_task
                 .iter()
-                .any(|t| t["task_id"] == "p1" && t["role"] == "agent" && t["mean"] == 0.5)
+                .any(|t| t["role"] == "oracle" && t["calibration"] == true)
+        );
+        let text = headline_text(&r);
+        assert_eq!(
+            text,
+            "run run-1: 4 trial(s); score agent 0.50 of 2, pass rate 0.00 \
+             (calibration, not scored: oracle 2.00 of 2, pass rate 1.00)"
         );
     }
 

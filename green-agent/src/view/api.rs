@@ -317,19 +317,27 @@ pub async fn stream_events(
     Ok(Sse::new(event_stream(r, run, q.trial, after)).keep_alive(KeepAlive::default()))
 }
 
-/// Polls the run's events table and yields every new event once, in order.
+/// The name of the live feed's last event: the run is no longer running (its data: the run's
+/// status); the feed closes after it.
+pub const END_EVENT: &str = "end";
+
+/// Polls the run's events table and yields every new event once, in order; once the run is
+/// not running and every event was sent, one [`END_EVENT`] and the end of the stream.
 fn event_stream(
     results: Arc<Results>,
     run: String,
     trial: Option<String>,
     after: i64,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures::stream::unfold(after, move |mut last| {
+    futures::stream::unfold(Some(after), move |state| {
         let results = results.clone();
         let run = run.clone();
         let trial = trial.clone();
         async move {
+            let mut last = state?;
             loop {
+                // the status before the events: a run seen finished has no event after them
+                let status = results.run_status(&run).await;
                 let q = EventQuery {
                     after: Some(last),
                     trial: trial.clone(),
@@ -338,9 +346,19 @@ fn event_stream(
                 match results.events(&run, &q).await {
                     Ok(batch) if !batch.is_empty() => {
                         last = batch.last().map_or(last, |e| e.seq);
-                        return Some((batch, last));
+                        let events = batch.iter().map(feed_event).collect::<Vec<_>>();
+                        return Some((events, Some(last)));
                     }
-                    Ok(_) => {}
+                    Ok(_) => match status {
+                        Ok(status) if status != RUNNING => {
+                            let end = SseEvent::default()
+                                .event(END_EVENT)
+                                .data(serde_json::json!({ "status": status }).to_string());
+                            return Some((vec![end], None));
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(error = %e, "run status poll failed; retrying"),
+                    },
                     Err(e) => tracing::debug!(error = %e, "event poll failed; retrying"),
                 }
                 tokio::time::sleep(POLL_INTERVAL).await;
@@ -348,12 +366,17 @@ fn event_stream(
         }
     })
     .flat_map(futures::stream::iter)
-    .map(|e| {
-        Ok(SseEvent::default()
-            .id(e.seq.to_string())
-            .event(e.kind.clone())
-            .data(serde_json::to_string(&e).unwrap_or_else(|_| "{}".into())))
-    })
+    .map(Ok)
+}
+
+/// The status of a run still going.
+const RUNNING: &str = "running";
+
+fn feed_event(e: &Event) -> SseEvent {
+    SseEvent::default()
+        .id(e.seq.to_string())
+        .event(e.kind.clone())
+        .data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
 }
 
 /// A run's leaderboard: agent × task kind, mean ± 95% CI, pass@k, callback rate, cost, tokens.

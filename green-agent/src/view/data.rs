@@ -432,6 +432,17 @@ impl Results {
         })
     }
 
+    /// The run's status (`running`, `finished`, ...), read fresh.
+    pub async fn run_status(&self, run: &str) -> Result<String, ViewError> {
+        let src = self.source(run).await?;
+        sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1")
+            .bind(&src.id)
+            .fetch_optional(&src.pool)
+            .await
+            .map_err(src.db())?
+            .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))
+    }
+
     /// The run's plan as stored (task paths, agents, settings).
     pub async fn plan(&self, run: &str) -> Result<serde_json::Value, ViewError> {
         let src = self.source(run).await?;
