@@ -374,8 +374,9 @@ pub(crate) fn tail(bytes: &[u8], n: usize) -> String {
 /// Exit code, timeout/OOM flags and the stderr tail of a command, for details.
 pub(crate) fn exit_note(out: &ExecOutcome) -> String {
     format!(
-        "exit {:?}{}{}; stderr tail:\n{}",
-        out.exit_code,
+        "{}{}{}; stderr tail:\n{}",
+        out.exit_code
+            .map_or_else(|| "no exit status".to_owned(), |c| format!("exit {c}")),
         if out.timed_out { ", timed out" } else { "" },
         if out.oom_killed { ", OOM-killed" } else { "" },
         tail(&out.stderr, 2000)

@@ -304,7 +304,12 @@ pub async fn run(
     report.signal = exit.signal;
     report.stderr_tail = child.stderr_tail();
     drop(child);
-    tracing::info!(driver = options.kind.name(), ?exit, canceled, "agent ended");
+    let ended = match (exit.code, exit.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "unknown".to_owned(),
+    };
+    tracing::info!(driver = options.kind.name(), exit = %ended, canceled, "agent ended");
 
     // 5. Collect the workspace off the async threads.
     set_phase(&progress, "collecting outputs");

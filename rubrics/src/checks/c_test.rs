@@ -355,7 +355,8 @@ async fn values(
     let ended = if ran.timed_out {
         "timed out".to_owned()
     } else {
-        format!("exit {:?}", ran.exit_code)
+        ran.exit_code
+            .map_or_else(|| "no exit status".to_owned(), |c| format!("exit {c}"))
     };
     let mut o = Outcome::from_tests(c_values::compare(expected, &actual, &ended));
     if ran.timed_out {
@@ -465,8 +466,11 @@ async fn legacy(
         .map(str::trim);
     if last != Some(canary_line.as_str()) || probe.exit_code != Some(1) {
         return tampering(&format!(
-            "a canary driver that prints `{canary_line}` and exits 1 reported {:?} (exit {:?}): the summary line is forged",
-            last, probe.exit_code
+            "a canary driver that prints `{canary_line}` and exits 1 reported `{}` (exit {}): the summary line is forged",
+            last.unwrap_or("no summary line"),
+            probe
+                .exit_code
+                .map_or_else(|| "none".to_owned(), |c| c.to_string())
         ));
     }
     let stdout = String::from_utf8_lossy(&run.stdout);

@@ -124,8 +124,11 @@ async fn csv(env: &Env<'_, '_>, output: &str, expected: &str, rules: &CsvRules) 
                     };
                     let msg = if c.present {
                         format!(
-                            "{}/{} values match; max abs err {:?}, max rel err {:?}",
-                            c.matched, c.compared, c.max_abs_err, c.max_rel_err
+                            "{}/{} values match; max abs err {}, max rel err {}",
+                            c.matched,
+                            c.compared,
+                            c.max_abs_err.map_or("–".into(), |v| format!("{v:.3e}")),
+                            c.max_rel_err.map_or("–".into(), |v| format!("{v:.3e}"))
                         )
                     } else {
                         "column missing".into()
