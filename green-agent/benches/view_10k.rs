@@ -163,7 +163,7 @@ async fn bench(backend: &str, db: Option<DatabaseUrl>) {
     let rows = direct.trial_rows(run).await.expect("rows");
     let read = started.elapsed().as_secs_f64() * 1000.0;
     let started = Instant::now();
-    let table = green_agent::summary::summarize(&rows);
+    let table = green_agent::presentation::summary::summarize(&rows);
     let summarised = started.elapsed().as_secs_f64() * 1000.0;
     // the same query alone (rows fetched as the driver gives them, not converted)
     let pool = match db.as_ref() {
@@ -274,10 +274,10 @@ async fn bench(backend: &str, db: Option<DatabaseUrl>) {
         .await
         .expect("store");
     for format in [
-        green_agent::report::Format::Html,
-        green_agent::report::Format::Json,
-        green_agent::report::Format::Md,
-        green_agent::report::Format::Csv,
+        green_agent::report::Format::named("html").expect("a format"),
+        green_agent::report::Format::named("json").expect("a format"),
+        green_agent::report::Format::named("md").expect("a format"),
+        green_agent::report::Format::named("csv").expect("a format"),
     ] {
         let mut samples = Vec::new();
         let mut size = 0;
@@ -310,7 +310,7 @@ async fn bench(backend: &str, db: Option<DatabaseUrl>) {
         .expect("report data");
     let loaded = started.elapsed().as_secs_f64() * 1000.0;
     let started = Instant::now();
-    let html = data.render(green_agent::report::Format::Html);
+    let html = data.render(green_agent::report::Format::named("html").expect("a format"));
     let rendered = started.elapsed().as_secs_f64() * 1000.0;
     println!(
         "{:<60} load {loaded:>8.1} ms + render {rendered:>8.1} ms ({:.1} MiB)",

@@ -9,8 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::agents::AgentSpec;
 use crate::config::{Layer, Settings};
+use crate::presentation::table::results_table;
 use crate::progress::Live;
-use crate::report::{Format, ReportData, summary_table, write_reports};
+use crate::report::{Format, ReportData, write_reports};
 use crate::run::{Plan, execute, new_run_id, prepare, run_dir};
 use crate::store::{Store, write_atomic};
 
@@ -530,6 +531,7 @@ async fn run_and_report(
 ) -> anyhow::Result<i32> {
     let results_dir = plan.settings.results_dir.clone();
     let database = plan.settings.database_url.clone();
+    let wide = plan.settings.wide;
     let dir = run_dir(&results_dir, run_id);
     let resume = resumed.is_some();
     let _owner = match resumed {
@@ -592,7 +594,7 @@ async fn run_and_report(
     let data = ReportData::load(&store, run_id).await?;
     write_reports(&store, &data)
         .with_context(|| format!("writing the reports in {}", dir.display()))?;
-    println!("{}", summary_table(&data.summary));
+    println!("{}", results_table(&data.summary, wide));
     println!(
         "reports: {}",
         dir.join("report.{md,json,csv,html}").display()

@@ -235,6 +235,9 @@ settings! {
     /// `--backend swarm`: extra placement constraints of every service, comma-separated (e.g.
     /// `node.labels.rb==yes`).
     [long] swarm_constraints: opt String = None;
+    /// Print every column of the results table at the end of a run (default: agent, kind,
+    /// trials, mean, pass@k, cost); the Markdown report always has every column.
+    [long, num_args = 0..=1, default_missing_value = "true"] wide: val bool = false;
     /// `--backend swarm`: how files and execs reach the sandboxes: `http` (each sandbox's runner,
     /// through its network's relay; tasks run on any node matching the constraints) or `engine`
     /// (this engine's archive and exec APIs; tasks pinned to this node).

@@ -11,7 +11,8 @@
 //! - [`store`]: rows + content-addressed blobs (over [`model`]); [`database`]: where the rows
 //!   live (a SQLite file per run, or one PostgreSQL database). [`identity`]: trial ids.
 //!   [`verdicts`]: the store as the judge's cache of accepted verdicts.
-//! - [`summary`], [`report`], [`progress`]: tables, report files, the live view.
+//! - [`presentation`]: summaries, leaderboards, comparisons, plots, templates and the report
+//!   formats, computed once; [`report`]: writes a run's report files; [`progress`]: the live view.
 //! - [`url_files`]: big files to and from external agents as A2A `url` parts.
 //! - [`serve`]: `green-agent serve`, the green agent as an A2A service (assessment requests).
 //! - [`view`]: `green-agent view`, the read-only web viewer (dashboard + JSON API) over runs.
@@ -28,13 +29,13 @@ pub mod importers;
 pub mod launch;
 pub mod model;
 pub mod ownership;
+pub mod presentation;
 pub mod progress;
 pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod serve;
 pub mod store;
-pub mod summary;
 pub mod trial;
 pub mod url_files;
 pub mod verdicts;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::presentation::summary::failure_cause;
 use crate::store::{PlannedTrial, TrialResult};
-use crate::summary::failure_cause;
 use crate::trial::Observer;
 
 /// Progress bars on stderr (hidden when stderr is not a terminal).

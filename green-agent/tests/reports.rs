@@ -156,13 +156,13 @@ async fn fixture() -> (tempfile::TempDir, ReportData) {
 #[tokio::test]
 async fn markdown_report() {
     let (_dir, data) = fixture().await;
-    insta::assert_snapshot!(data.render(Format::Md));
+    insta::assert_snapshot!(data.render(Format::named("md").expect("a format")));
 }
 
 #[tokio::test]
 async fn json_report() {
     let (_dir, data) = fixture().await;
-    let text = data.render(Format::Json);
+    let text = data.render(Format::named("json").expect("a format"));
     let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(v["trials"].as_array().map(Vec::len), Some(6));
     insta::assert_snapshot!(text);
@@ -171,7 +171,7 @@ async fn json_report() {
 #[tokio::test]
 async fn csv_report() {
     let (_dir, data) = fixture().await;
-    let text = data.render(Format::Csv);
+    let text = data.render(Format::named("csv").expect("a format"));
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     assert_eq!(rd.records().count(), 6);
     insta::assert_snapshot!(text);
@@ -180,7 +180,7 @@ async fn csv_report() {
 #[tokio::test]
 async fn html_report_is_self_contained() {
     let (_dir, data) = fixture().await;
-    let html = data.render(Format::Html);
+    let html = data.render(Format::named("html").expect("a format"));
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(
         html.contains("<svg"),
@@ -287,7 +287,7 @@ async fn prbench_eval_report_has_the_four_dimensions() {
         .iter()
         .find(|t| t.planned.task_kind == "prbench" && t.planned.agent == "oracle")
         .expect("trial");
-    let v = green_agent::report::prbench_eval_report(t).expect("report");
+    let v = green_agent::presentation::prbench::eval_report(t).expect("report");
     assert_eq!(v["overall_score"], 1.0);
     assert_eq!(v["scores"]["data_accuracy"], 1.0);
     assert!(v["scores"]["methodology"].is_null());
@@ -300,7 +300,7 @@ async fn streamed_reports_equal_the_rendered_ones() {
     let (dir, _) = fixture().await;
     let store = Store::open(dir.path()).await.expect("store");
     let data = ReportData::load(&store, "fixture-run").await.expect("load");
-    for format in [Format::Md, Format::Json, Format::Csv, Format::Html] {
+    for format in Format::all() {
         let mut streamed = Vec::new();
         green_agent::report::write_report(&store, "fixture-run", format, &mut streamed)
             .await
@@ -317,7 +317,7 @@ async fn streamed_reports_equal_the_rendered_ones() {
         .await
         .expect("run");
     let empty = ReportData::load(&store, "empty-run").await.expect("load");
-    for format in [Format::Md, Format::Json, Format::Csv, Format::Html] {
+    for format in Format::all() {
         let mut streamed = Vec::new();
         green_agent::report::write_report(&store, "empty-run", format, &mut streamed)
             .await

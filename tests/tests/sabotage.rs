@@ -31,6 +31,7 @@ async fn sabotaging_half_the_tasks_reports_a_strict_mean_of_one_half() {
             "4",
             "--poll-interval",
             "200ms",
+            "--wide",
             "--run-id",
             &run_id,
             "--results-dir",
@@ -90,17 +91,18 @@ async fn sabotaging_half_the_tasks_reports_a_strict_mean_of_one_half() {
     assert_eq!(s["pass_at_k"].as_f64(), Some(0.5), "{s}");
     assert_eq!(row("oracle")["strict_mean"].as_f64(), Some(1.0));
     assert_eq!(row("nop")["strict_mean"].as_f64(), Some(0.0));
-    // the terminal table and the Markdown report show the strict mean beside the graded one
+    // the terminal table (`--wide`) and the Markdown report show the strict mean beside the
+    // graded one (no interval over four trials)
     assert!(out.stdout.contains("strict mean"), "{}", out.stdout);
     let line = out
         .stdout
         .lines()
         .find(|l| l.contains("saboteur"))
         .expect("the saboteur's row in the terminal table");
-    assert!(line.contains("| 0.500 ± "), "strict mean shown: {line}");
+    assert!(line.contains("| 0.500 | "), "strict mean shown: {line}");
     let md = std::fs::read_to_string(results.path().join(&run_id).join("report.md")).expect("md");
     assert!(
-        md.contains("strict mean ± 95% CI") && md.contains("| 0.500 ± "),
+        md.contains("strict mean ± 95% CI") && md.contains("| 0.500 | "),
         "{md}"
     );
     assert_eq!(leftovers(&run_id).await, 0);

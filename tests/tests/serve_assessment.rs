@@ -54,7 +54,8 @@ async fn assess_with_sdk(v03: bool, mode: &str) {
     assert!(
         statuses
             .last()
-            .is_some_and(|s| s.contains("2 trial(s), score 2.00 of 2.0")),
+            .is_some_and(|s| s.contains("2 trial(s); score agent 1.00 of 1, pass rate 1.00 \
+                 (calibration, not scored: oracle 1.00 of 1, pass rate 1.00)")),
         "the final status sums the run up: {statuses:?}"
     );
     if mode == "stream" {
@@ -103,23 +104,27 @@ async fn assess_with_sdk(v03: bool, mode: &str) {
     );
     let report = report_via_cli(results.path(), &run_id, &BTreeMap::new()).await;
     let report_trials = report["trials"].as_array().expect("trials");
-    let score: f64 = report_trials
+    // the headline is the participant's: the calibration oracle's trials never count
+    let participant: Vec<&Value> = report_trials
+        .iter()
+        .filter(|t| t["agent"] != "oracle")
+        .collect();
+    assert_eq!(participant.len(), 1);
+    let score: f64 = participant
         .iter()
         .map(|t| t["score"].as_f64().unwrap_or(0.0))
         .sum();
     assert_eq!(result["score"].as_f64(), Some(score));
-    assert_eq!(
-        result["max_score"].as_f64(),
-        Some(report_trials.len() as f64)
-    );
-    let passed = report_trials
+    assert_eq!(result["max_score"].as_f64(), Some(participant.len() as f64));
+    let passed = participant
         .iter()
         .filter(|t| t["passed"] == true && !t["score"].is_null())
         .count();
     assert_eq!(
         result["pass_rate"].as_f64(),
-        Some(passed as f64 / report_trials.len() as f64)
+        Some(passed as f64 / participant.len() as f64)
     );
+    assert_eq!(result["trials"].as_u64(), Some(report_trials.len() as u64));
     let role_of = |agent: &str| {
         if agent == "oracle" {
             "oracle".to_owned()
@@ -132,7 +137,9 @@ async fn assess_with_sdk(v03: bool, mode: &str) {
     assert_eq!(summary.len(), 2, "one kind per agent: {summary:?}");
     for row in summary {
         let role = role_of(row["agent"].as_str().expect("agent"));
-        let mine = &result["per_agent"][&role];
+        // the oracle calibrates: reported apart, never a participant
+        let group = if role == "oracle" { "calibration" } else { "per_agent" };
+        let mine = &result[group][&role];
         for key in [
             "mean",
             "strict_mean",

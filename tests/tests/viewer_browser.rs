@@ -98,14 +98,14 @@ async fn browse(env: BTreeMap<String, String>, label: &str) {
     let oracle = browser
         .text("#board-overall tr[data-agent='oracle'] td.mean")
         .await;
-    assert!(
-        oracle.starts_with("1.00 ±"),
-        "the oracle's mean score ± CI: {oracle}"
+    assert_eq!(
+        oracle, "1.00",
+        "the oracle's mean score, no interval over two trials"
     );
     let nop = browser
         .text("#board-overall tr[data-agent='nop'] td.mean")
         .await;
-    assert!(nop.starts_with("0.00 ±"), "{nop}");
+    assert_eq!(nop, "0.00", "{nop}");
     browser.screenshot(&shots.join("3-leaderboard.png")).await;
 
     // the wrong-data agent's prbench trial, reached from its leaderboard row

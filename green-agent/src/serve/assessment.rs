@@ -61,7 +61,7 @@ struct Progress {
     id: String,
     roles: BTreeMap<String, String>,
     total: usize,
-    /// (finished, sum of scores, scored)
+    /// (finished, sum of the participants' scores, participant trials scored)
     counts: Mutex<(usize, f64, usize)>,
 }
 
@@ -84,7 +84,10 @@ impl Observer for Progress {
         {
             let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
             c.0 += 1;
-            if let Some(s) = result.score {
+            // the mean so far is the participants': calibration agents never count in it
+            if let Some(s) = result.score
+                && !results::is_calibration(&trial.agent)
+            {
                 c.1 += s;
                 c.2 += 1;
             }
@@ -355,14 +358,7 @@ async fn drive(svc: &Arc<Service>, id: &str) {
             ) {
                 reg.add_artifact(id, artifact);
             }
-            let r = results::result_data(&data, &roles);
-            format!(
-                "run {run_id}: {} trial(s), score {:.2} of {}, pass rate {:.2}",
-                r["trials"],
-                r["score"].as_f64().unwrap_or(0.0),
-                r["max_score"],
-                r["pass_rate"].as_f64().unwrap_or(0.0)
-            )
+            results::headline_text(&results::result_data(&data, &roles))
         }
         Err(e) => format!("run {run_id}: the results could not be read: {e}"),
     };

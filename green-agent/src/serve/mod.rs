@@ -37,7 +37,7 @@ pub use card::card;
 pub use handler::Assessor;
 pub use registry::{Record, Registry, records_file};
 pub use request::{Assessment, Catalog, Policy, RequestError, request_json, validate};
-pub use results::{REPORT_FILES, result_data};
+pub use results::result_data;
 
 use crate::config::{Layer, Settings};
 
@@ -153,10 +153,9 @@ async fn serve_file(
     Path((token, name)): Path<(String, String)>,
 ) -> Response {
     let not_found = || (StatusCode::NOT_FOUND, "no such file\n").into_response();
-    let Some(media) = REPORT_FILES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, m)| *m)
+    let Some(media) = crate::report::Format::all()
+        .find(|f| f.file_name() == name)
+        .map(|f| f.media_type())
     else {
         return not_found();
     };

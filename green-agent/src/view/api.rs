@@ -2,7 +2,6 @@
 //! report, artifacts (with HTTP range requests), events, leaderboards and a live SSE feed of a
 //! run's events. Documented by the OpenAPI document [`ApiDoc`] served at `/api/openapi.json`.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,9 +54,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
         Event,
         LeaderRow,
         Leaderboard,
-        super::compare::PairComparison,
-        super::compare::TaskDiff,
-        super::compare::SignTest,
+        crate::presentation::compare::PairComparison,
+        crate::presentation::compare::TaskDiff,
+        crate::presentation::compare::SignTest,
         ApiError
     ))
 )]
@@ -91,81 +90,7 @@ impl IntoResponse for ViewError {
     }
 }
 
-/// One row of a leaderboard: an agent on a task kind (or on every kind: `task_kind` = `*`).
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct LeaderRow {
-    pub agent: String,
-    pub task_kind: String,
-    pub trials: usize,
-    pub finished: usize,
-    pub scored: usize,
-    pub mean: Option<f64>,
-    /// Half-width of the 95% confidence interval of the mean.
-    pub ci95: Option<f64>,
-    /// Repeats per task.
-    pub k: u32,
-    pub pass_at_k: Option<f64>,
-    /// Fraction of scored trials that passed every dimension.
-    pub callback_rate: Option<f64>,
-    pub dimensions: BTreeMap<String, f64>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_usd: f64,
-    /// Cause → count of trials that did not complete cleanly.
-    pub failures: BTreeMap<String, usize>,
-}
-
-impl From<crate::summary::SummaryRow> for LeaderRow {
-    fn from(r: crate::summary::SummaryRow) -> Self {
-        Self {
-            agent: r.agent,
-            task_kind: r.task_kind,
-            trials: r.trials,
-            finished: r.finished,
-            scored: r.scored,
-            mean: r.mean,
-            ci95: r.ci95,
-            k: r.k,
-            pass_at_k: r.pass_at_k,
-            callback_rate: r.callback_rate,
-            dimensions: r.dimensions,
-            input_tokens: r.input_tokens,
-            output_tokens: r.output_tokens,
-            cost_usd: r.cost_usd,
-            failures: r.failures,
-        }
-    }
-}
-
-/// A run's leaderboard: per agent over every kind, then per agent and task kind.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Leaderboard {
-    pub run: String,
-    /// One row per agent, over all its trials (`task_kind` = `*`), best mean first.
-    pub overall: Vec<LeaderRow>,
-    /// One row per agent and task kind.
-    pub by_kind: Vec<LeaderRow>,
-}
-
-impl Leaderboard {
-    /// The overall means with their 95% intervals, as a chart.
-    pub fn ci_plot(&self) -> Option<super::plots::BandChart> {
-        let rows: Vec<_> = self
-            .overall
-            .iter()
-            .map(|row| (row.agent.clone(), row.mean, row.ci95))
-            .collect();
-        super::plots::means_with_ci(&rows)
-    }
-
-    /// Every dimension some row has a mean for (the table's columns).
-    pub fn dimensions(&self) -> std::collections::BTreeSet<String> {
-        self.by_kind
-            .iter()
-            .flat_map(|row| row.dimensions.keys().cloned())
-            .collect()
-    }
-}
+pub use crate::presentation::leaderboard::{LeaderRow, Leaderboard, leaderboard_of};
 
 /// Builds a leaderboard from a run's trials (once per state of the run: kept until its next
 /// event).
@@ -173,29 +98,6 @@ pub async fn leaderboard(results: &Results, run: &str) -> Result<Arc<Leaderboard
     results
         .derived(run, "leaderboard", |rows| Ok(leaderboard_of(run, rows)))
         .await
-}
-
-/// A leaderboard over any set of trials (one run, or several runs together).
-pub fn leaderboard_of(label: &str, rows: &[crate::store::TrialRow]) -> Leaderboard {
-    let by_kind = crate::summary::summarize(rows)
-        .into_iter()
-        .map(LeaderRow::from)
-        .collect();
-    let mut overall: Vec<LeaderRow> = crate::summary::summarize_agents(rows, "*")
-        .into_iter()
-        .map(LeaderRow::from)
-        .collect();
-    overall.sort_by(|a, b| {
-        b.mean
-            .unwrap_or(f64::NEG_INFINITY)
-            .total_cmp(&a.mean.unwrap_or(f64::NEG_INFINITY))
-            .then_with(|| a.agent.cmp(&b.agent))
-    });
-    Leaderboard {
-        run: label.to_owned(),
-        overall,
-        by_kind,
-    }
 }
 
 /// Which runs (and agents) a cross-run view covers.
@@ -236,11 +138,11 @@ pub async fn get_cross_leaderboard(
 /// mean over every run and repeat; pass/fail pairs match (task, repeat), several runs' trials of
 /// the same (task, repeat) pairing in run order.
 #[utoipa::path(get, path = "/api/compare", params(RunsQuery),
-    responses((status = 200, body = [super::compare::PairComparison]), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
+    responses((status = 200, body = [crate::presentation::compare::PairComparison]), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn get_cross_compare(
     State(r): St,
     Query(q): Query<RunsQuery>,
-) -> Result<Json<Vec<super::compare::PairComparison>>, ViewError> {
+) -> Result<Json<Vec<crate::presentation::compare::PairComparison>>, ViewError> {
     let (ids, rows) = super::data::rows_of_runs(&r, &q.run_ids()).await?;
     let order = agent_order(&r, &ids).await?;
     Ok(Json(compare_rows(&rows, &order, q.agents.as_deref())?.1))
@@ -259,26 +161,19 @@ pub async fn agent_order(results: &Results, runs: &[String]) -> Result<Vec<Strin
     Ok(order)
 }
 
-/// Picks agents (known: `order` first, then any other with trials) and compares them.
+/// [`crate::presentation::compare::compare_rows`], an unknown agent a bad request.
 pub fn compare_rows(
     rows: &[crate::store::TrialRow],
     order: &[String],
     agents: Option<&str>,
-) -> Result<(Vec<String>, Vec<super::compare::PairComparison>), ViewError> {
-    let mut known: Vec<String> = order
-        .iter()
-        .filter(|a| rows.iter().any(|r| &r.planned.agent == *a))
-        .cloned()
-        .collect();
-    for r in rows {
-        if !known.contains(&r.planned.agent) {
-            known.push(r.planned.agent.clone());
-        }
-    }
-    let picked =
-        super::compare::pick_agents(agents.unwrap_or(""), &known).map_err(ViewError::BadRequest)?;
-    let pairs = super::compare::compare(rows, &picked);
-    Ok((known, pairs))
+) -> Result<
+    (
+        Vec<String>,
+        Vec<crate::presentation::compare::PairComparison>,
+    ),
+    ViewError,
+> {
+    crate::presentation::compare::compare_rows(rows, order, agents).map_err(ViewError::BadRequest)
 }
 
 type St = State<Arc<Results>>;
@@ -422,19 +317,27 @@ pub async fn stream_events(
     Ok(Sse::new(event_stream(r, run, q.trial, after)).keep_alive(KeepAlive::default()))
 }
 
-/// Polls the run's events table and yields every new event once, in order.
+/// The name of the live feed's last event: the run is no longer running (its data: the run's
+/// status); the feed closes after it.
+pub const END_EVENT: &str = "end";
+
+/// Polls the run's events table and yields every new event once, in order; once the run is
+/// not running and every event was sent, one [`END_EVENT`] and the end of the stream.
 fn event_stream(
     results: Arc<Results>,
     run: String,
     trial: Option<String>,
     after: i64,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures::stream::unfold(after, move |mut last| {
+    futures::stream::unfold(Some(after), move |state| {
         let results = results.clone();
         let run = run.clone();
         let trial = trial.clone();
         async move {
+            let mut last = state?;
             loop {
+                // the status before the events: a run seen finished has no event after them
+                let status = results.run_status(&run).await;
                 let q = EventQuery {
                     after: Some(last),
                     trial: trial.clone(),
@@ -443,9 +346,19 @@ fn event_stream(
                 match results.events(&run, &q).await {
                     Ok(batch) if !batch.is_empty() => {
                         last = batch.last().map_or(last, |e| e.seq);
-                        return Some((batch, last));
+                        let events = batch.iter().map(feed_event).collect::<Vec<_>>();
+                        return Some((events, Some(last)));
                     }
-                    Ok(_) => {}
+                    Ok(_) => match status {
+                        Ok(status) if status != RUNNING => {
+                            let end = SseEvent::default()
+                                .event(END_EVENT)
+                                .data(serde_json::json!({ "status": status }).to_string());
+                            return Some((vec![end], None));
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(error = %e, "run status poll failed; retrying"),
+                    },
                     Err(e) => tracing::debug!(error = %e, "event poll failed; retrying"),
                 }
                 tokio::time::sleep(POLL_INTERVAL).await;
@@ -453,12 +366,17 @@ fn event_stream(
         }
     })
     .flat_map(futures::stream::iter)
-    .map(|e| {
-        Ok(SseEvent::default()
-            .id(e.seq.to_string())
-            .event(e.kind.clone())
-            .data(serde_json::to_string(&e).unwrap_or_else(|_| "{}".into())))
-    })
+    .map(Ok)
+}
+
+/// The status of a run still going.
+const RUNNING: &str = "running";
+
+fn feed_event(e: &Event) -> SseEvent {
+    SseEvent::default()
+        .id(e.seq.to_string())
+        .event(e.kind.clone())
+        .data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
 }
 
 /// A run's leaderboard: agent × task kind, mean ± 95% CI, pass@k, callback rate, cost, tokens.
@@ -485,7 +403,13 @@ pub async fn comparison(
     results: &Results,
     run: &str,
     agents: Option<&str>,
-) -> Result<(Vec<String>, Vec<super::compare::PairComparison>), ViewError> {
+) -> Result<
+    (
+        Vec<String>,
+        Vec<crate::presentation::compare::PairComparison>,
+    ),
+    ViewError,
+> {
     // the run's agents in the order the run named them, then any other agent with trials
     let order = results.plan_agents(run).await?;
     let key = format!("compare?agents={}", agents.unwrap_or(""));
@@ -499,12 +423,12 @@ pub async fn comparison(
 /// sign test, McNemar's exact test on pass/fail, Holm-corrected over pairs.
 #[utoipa::path(get, path = "/api/runs/{run}/compare",
     params(("run" = String, Path, description = "Run id"), CompareQuery),
-    responses((status = 200, body = [super::compare::PairComparison]), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
+    responses((status = 200, body = [crate::presentation::compare::PairComparison]), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn get_compare(
     State(r): St,
     Path(run): Path<String>,
     Query(q): Query<CompareQuery>,
-) -> Result<Json<Vec<super::compare::PairComparison>>, ViewError> {
+) -> Result<Json<Vec<crate::presentation::compare::PairComparison>>, ViewError> {
     Ok(Json(comparison(&r, &run, q.agents.as_deref()).await?.1))
 }
 

@@ -18,6 +18,11 @@ use crate::database::DatabaseUrl;
 use crate::model::Outcome;
 use crate::store::{DB_FILE, TrialRow};
 
+pub use crate::presentation::totals::RunInfo;
+pub use crate::presentation::trials::{
+    Artifact, TrialDetail, TrialSummary, detail_of_row, summary_of_ref,
+};
+
 /// Most trials one page lists.
 pub const MAX_PAGE: u32 = 500;
 /// Most events one request returns.
@@ -52,56 +57,6 @@ pub enum ViewError {
     },
 }
 
-/// A run as listed.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct RunInfo {
-    pub id: String,
-    pub created_at: String,
-    pub finished_at: Option<String>,
-    /// `running`, `finished`, `interrupted`, ...
-    pub status: String,
-    pub trials: i64,
-    pub done: i64,
-    pub running: i64,
-    pub scored: i64,
-    pub passed: i64,
-    pub mean_score: Option<f64>,
-    pub cost_usd: f64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub agents: Vec<String>,
-    pub tasks: i64,
-    /// Sequence number of the run's last event (where a live feed starts).
-    pub last_event: i64,
-}
-
-/// A trial as listed.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct TrialSummary {
-    pub id: String,
-    pub task_id: String,
-    pub task_kind: String,
-    pub agent: String,
-    pub repeat_index: u32,
-    /// `pending`, `running` or `done`.
-    pub state: String,
-    pub outcome: Option<String>,
-    pub score: Option<f64>,
-    pub passed: Option<bool>,
-    pub grade_status: Option<String>,
-    /// Why the trial counts as a failure, if it does (see `summary::failure_cause`).
-    pub failure: Option<String>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cost_usd: f64,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    /// Phase name → milliseconds.
-    pub phases: BTreeMap<String, u64>,
-    /// Sum of the phases, milliseconds.
-    pub duration_ms: u64,
-}
-
 /// One page of a run's trials.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TrialPage {
@@ -110,32 +65,6 @@ pub struct TrialPage {
     pub page: u32,
     pub per_page: u32,
     pub trials: Vec<TrialSummary>,
-}
-
-/// A stored artifact.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Artifact {
-    /// `file:<path>`, `answer`, `trajectory`, `usage`, `agent_log`, `grader_log`.
-    pub name: String,
-    pub sha256: String,
-    pub size: u64,
-    pub media_type: Option<String>,
-}
-
-/// Everything about one trial but its grade report and artifact bytes.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct TrialDetail {
-    #[serde(flatten)]
-    pub summary: TrialSummary,
-    pub task_hash: String,
-    pub dimensions: BTreeMap<String, f64>,
-    pub flags: Vec<String>,
-    pub attempts: u32,
-    pub error: Option<String>,
-    pub isolated: Option<bool>,
-    pub exit_code: Option<i64>,
-    pub requests: i64,
-    pub artifacts: Vec<Artifact>,
 }
 
 /// One event of a run's log.
@@ -481,51 +410,37 @@ impl Results {
                 .map_err(&db)?
                 .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))?;
         let plan: String = row.get("plan");
-        let plan: serde_json::Value = serde_json::from_str(&plan).unwrap_or_default();
-        let agents = agents_of(&plan);
-        // one SQL text for SQLite and PostgreSQL: no boolean sums, integer sums cast back
-        let counts = sqlx::query(
-            "SELECT count(*) AS n, \
-               CAST(coalesce(sum(CASE WHEN t.state = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
-               CAST(coalesce(sum(CASE WHEN t.state = 'running' THEN 1 ELSE 0 END), 0) AS BIGINT) AS running, \
-               CAST(coalesce(sum(CASE WHEN t.score IS NOT NULL THEN 1 ELSE 0 END), 0) AS BIGINT) AS scored, \
-               CAST(coalesce(sum(CASE WHEN t.passed = 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS passed, \
-               avg(t.score) AS mean, \
-               coalesce(sum(u.cost_usd), 0.0) AS cost, \
-               CAST(coalesce(sum(u.input_tokens), 0) AS BIGINT) AS inp, \
-               CAST(coalesce(sum(u.output_tokens), 0) AS BIGINT) AS outp, \
-               count(DISTINCT t.task_id) AS tasks \
-             FROM trials t LEFT JOIN usage u ON u.run_id = t.run_id AND u.trial_id = t.id \
-             WHERE t.run_id = $1",
-        )
-        .bind(&src.id)
-        .fetch_one(&src.pool)
-        .await
-        .map_err(&db)?;
+        let head = crate::store::RunRow {
+            id: run.to_owned(),
+            created_at: row.get("created_at"),
+            finished_at: row.get("finished_at"),
+            status: row.get("status"),
+            plan: serde_json::from_str(&plan).unwrap_or_default(),
+        };
         let last_event: Option<i64> =
             sqlx::query_scalar("SELECT max(seq) FROM events WHERE run_id = $1")
                 .bind(&src.id)
                 .fetch_one(&src.pool)
                 .await
                 .map_err(&db)?;
+        let last_event = last_event.unwrap_or(0);
+        // the totals are the presentation's, from the trial rows (read once per event)
+        let rows = self.rows_at(run, &src, last_event).await?;
         Ok(RunInfo {
-            id: run.to_owned(),
-            created_at: row.get("created_at"),
-            finished_at: row.get("finished_at"),
-            status: row.get("status"),
-            trials: counts.get("n"),
-            done: counts.get("done"),
-            running: counts.get("running"),
-            scored: counts.get("scored"),
-            passed: counts.get("passed"),
-            mean_score: counts.get("mean"),
-            cost_usd: counts.get::<f64, _>("cost") + 0.0,
-            input_tokens: counts.get("inp"),
-            output_tokens: counts.get("outp"),
-            agents,
-            tasks: counts.get("tasks"),
-            last_event: last_event.unwrap_or(0),
+            last_event,
+            ..RunInfo::of_rows(&head, &rows)
         })
+    }
+
+    /// The run's status (`running`, `finished`, ...), read fresh.
+    pub async fn run_status(&self, run: &str) -> Result<String, ViewError> {
+        let src = self.source(run).await?;
+        sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1")
+            .bind(&src.id)
+            .fetch_optional(&src.pool)
+            .await
+            .map_err(src.db())?
+            .ok_or_else(|| ViewError::RunNotFound(run.to_owned()))
     }
 
     /// The run's plan as stored (task paths, agents, settings).
@@ -952,107 +867,4 @@ fn trial_row_of(row: &AnyRow) -> TrialRow {
 
 fn summary_of(row: &AnyRow) -> TrialSummary {
     summary_of_ref(&trial_row_of(row))
-}
-
-/// A domain trial row as the viewer lists it (its grade report and artifacts are not copied).
-pub fn summary_of_ref(t: &TrialRow) -> TrialSummary {
-    let r = t.result.as_ref();
-    let failure = r.and_then(crate::summary::failure_cause);
-    let usage = r.map(|r| &r.usage);
-    TrialSummary {
-        id: t.planned.id.clone(),
-        task_id: t.planned.task_id.clone(),
-        task_kind: t.planned.task_kind.clone(),
-        agent: t.planned.agent.clone(),
-        repeat_index: t.planned.repeat_index,
-        outcome: r.map(|r| r.outcome.as_str().to_owned()),
-        score: r.and_then(|r| r.score),
-        passed: r.map(|r| r.passed),
-        grade_status: r.and_then(|r| r.grade_status.clone()),
-        failure,
-        input_tokens: usage.map_or(0, |u| i64::try_from(u.input_tokens).unwrap_or(i64::MAX)),
-        output_tokens: usage.map_or(0, |u| i64::try_from(u.output_tokens).unwrap_or(i64::MAX)),
-        cost_usd: usage.map_or(0.0, |u| u.cost_usd),
-        duration_ms: r.map_or(0, |r| r.phases.values().sum()),
-        phases: r.map(|r| r.phases.clone()).unwrap_or_default(),
-        state: t.state.clone(),
-        started_at: t.started_at.clone(),
-        finished_at: t.finished_at.clone(),
-    }
-}
-
-/// A domain trial row (with its result's artifacts) as the trial page shows it.
-pub fn detail_of_row(t: &TrialRow) -> TrialDetail {
-    let r = t.result.as_ref();
-    TrialDetail {
-        task_hash: t.planned.task_hash.clone(),
-        dimensions: r.map(|r| r.dimensions.clone()).unwrap_or_default(),
-        flags: r.map(|r| r.flags.clone()).unwrap_or_default(),
-        attempts: r.map_or(0, |r| r.attempts),
-        error: r.and_then(|r| r.error.clone()),
-        isolated: r.map(|r| r.isolated),
-        exit_code: r.and_then(|r| r.exit_code),
-        requests: r.map_or(0, |r| i64::try_from(r.usage.requests).unwrap_or(i64::MAX)),
-        artifacts: r
-            .map(|r| {
-                r.artifacts
-                    .iter()
-                    .map(|a| Artifact {
-                        name: a.name.clone(),
-                        sha256: a.sha256.clone(),
-                        size: a.size,
-                        media_type: a.media_type.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        summary: summary_of_ref(t),
-    }
-}
-
-impl RunInfo {
-    /// A stored run's counts computed from its trials (what [`Results::run`] asks the
-    /// database for).
-    pub fn of_rows(run: &crate::store::RunRow, rows: &[TrialRow]) -> Self {
-        let results: Vec<&crate::model::TrialResult> =
-            rows.iter().filter_map(|t| t.result.as_ref()).collect();
-        let scores: Vec<f64> = results.iter().filter_map(|r| r.score).collect();
-        let count = |state: &str| rows.iter().filter(|t| t.state == state).count() as i64;
-        let tokens = |f: fn(&crate::model::Usage) -> u64| {
-            results
-                .iter()
-                .map(|r| i64::try_from(f(&r.usage)).unwrap_or(i64::MAX))
-                .fold(0i64, i64::saturating_add)
-        };
-        Self {
-            id: run.id.clone(),
-            created_at: run.created_at.clone(),
-            finished_at: run.finished_at.clone(),
-            status: run.status.clone(),
-            trials: rows.len() as i64,
-            done: count("done"),
-            running: count("running"),
-            scored: scores.len() as i64,
-            passed: results.iter().filter(|r| r.passed).count() as i64,
-            mean_score: (!scores.is_empty())
-                .then(|| scores.iter().sum::<f64>() / scores.len() as f64),
-            cost_usd: results.iter().map(|r| r.usage.cost_usd).sum::<f64>() + 0.0,
-            input_tokens: tokens(|u| u.input_tokens),
-            output_tokens: tokens(|u| u.output_tokens),
-            agents: run.plan["agents"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            tasks: rows
-                .iter()
-                .map(|t| t.planned.task_id.as_str())
-                .collect::<std::collections::BTreeSet<_>>()
-                .len() as i64,
-            last_event: 0,
-        }
-    }
 }

@@ -3,17 +3,14 @@
 //! - [`data`]: the read-only data layer (each run's `store.sqlite` opened read-only, or the
 //!   shared PostgreSQL database; blobs read in place; every read bounded).
 //! - [`api`]: the JSON API under `/api` (+ SSE live feed, OpenAPI document).
-//! - [`pages`]: the dashboard, server-rendered from embedded templates; [`plots`]: SVG geometry.
+//! - [`pages`]: the dashboard, rendered from [`crate::presentation`]'s templates.
 //! - [`workspace`]: the agent's files diffed against the task's workspace.
-//! - [`compare`]: paired comparison of agents (bootstrap CI, sign test, McNemar, Holm).
 //!
 //! [`router`] builds the whole app without serving it, so tests drive it in-process.
 
 pub mod api;
-pub mod compare;
 pub mod data;
 pub mod pages;
-pub mod plots;
 #[cfg(test)]
 mod tests;
 pub mod workspace;
@@ -132,7 +129,7 @@ pub async fn compare_report(
     let results = Results::with_database(results_dir, &[run.to_owned()], database)?;
     let agents = if agents.trim() == "all" { "" } else { agents };
     let (_, pairs) = api::comparison(&results, run, Some(agents)).await?;
-    Ok(compare::markdown(run, &pairs))
+    Ok(crate::presentation::compare::markdown(run, &pairs))
 }
 
 /// Opens `url` in the desktop's browser when there is one (a display and `xdg-open`), never

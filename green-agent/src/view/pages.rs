@@ -1,183 +1,23 @@
 //! The dashboard's pages, rendered on the server from the embedded minijinja templates
-//! (`view/templates/`, autoescaped): runs list, run page (live), leaderboard, trial page.
+//! (`presentation/templates/`, autoescaped): runs list, run page (live), leaderboard, trial page.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use minijinja::{Environment, Value, context};
+use minijinja::{Value, context};
 use serde::Serialize;
 
 use super::data::{MAX_INLINE_BYTES, Results, TrialQuery, ViewError};
-use super::plots;
+use crate::presentation::plots;
+use crate::presentation::templates::{self, trajectory_parts};
 
 /// Most bytes of a trajectory parsed for the trial page.
 const MAX_TRAJECTORY_BYTES: u64 = 8 * 1024 * 1024;
-/// Most trajectory steps shown (the rest stay in the raw artifact).
-const MAX_STEPS: usize = 2000;
-
-const TEMPLATES: [(&str, &str); 15] = [
-    ("compare.html", include_str!("templates/compare.html")),
-    (
-        "compare_body.html",
-        include_str!("templates/compare_body.html"),
-    ),
-    (
-        "leaderboard_body.html",
-        include_str!("templates/leaderboard_body.html"),
-    ),
-    (
-        "run_overview.html",
-        include_str!("templates/run_overview.html"),
-    ),
-    ("trial_body.html", include_str!("templates/trial_body.html")),
-    ("report.html", include_str!("templates/report.html")),
-    (
-        "report_section.html",
-        include_str!("templates/report_section.html"),
-    ),
-    ("report_end.html", include_str!("templates/report_end.html")),
-    ("base.html", include_str!("templates/base.html")),
-    ("plots.html", include_str!("templates/plots.html")),
-    ("runs.html", include_str!("templates/runs.html")),
-    ("run.html", include_str!("templates/run.html")),
-    (
-        "leaderboard.html",
-        include_str!("templates/leaderboard.html"),
-    ),
-    ("trial.html", include_str!("templates/trial.html")),
-    ("error.html", include_str!("templates/error.html")),
-];
-
-const STYLE: &str = include_str!("assets/style.css");
-const SCRIPT: &str = include_str!("assets/live.js");
-
-fn env() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        for (name, source) in TEMPLATES {
-            if let Err(e) = env.add_template(name, source) {
-                // the templates are compiled into the binary; a unit test renders each one
-                tracing::error!(template = name, error = %e, "bad embedded template");
-            }
-        }
-        env.add_filter("score", |v: Option<f64>| match v {
-            Some(v) => format!("{v:.2}"),
-            None => "—".to_owned(),
-        });
-        env.add_filter("pct", |v: Option<f64>| match v {
-            Some(v) => format!("{:.0}%", v * 100.0),
-            None => "—".to_owned(),
-        });
-        env.add_filter("usd", |v: Option<f64>| match v {
-            Some(v) => format!("${v:.4}"),
-            None => "—".to_owned(),
-        });
-        env.add_filter("ms", |v: Option<f64>| match v {
-            Some(ms) if ms >= 60_000.0 => format!("{:.1} min", ms / 60_000.0),
-            Some(ms) if ms >= 1000.0 => format!("{:.1} s", ms / 1000.0),
-            Some(ms) => format!("{ms:.0} ms"),
-            None => "—".to_owned(),
-        });
-        env.add_filter("bytes", |v: f64| {
-            if v >= 1_048_576.0 {
-                format!("{:.1} MiB", v / 1_048_576.0)
-            } else if v >= 1024.0 {
-                format!("{:.1} KiB", v / 1024.0)
-            } else {
-                format!("{v:.0} B")
-            }
-        });
-        env.add_filter("p4", |v: f64| format!("{v:.4}"));
-        env.add_filter("short", |v: String| v.chars().take(10).collect::<String>());
-        env.add_filter("clip", |v: String, n: Option<usize>| {
-            let n = n.unwrap_or(40);
-            if v.chars().count() <= n {
-                v
-            } else {
-                format!("{}…", v.chars().take(n).collect::<String>())
-            }
-        });
-        env.add_filter("num", |v: Value| match v.as_i64() {
-            Some(i) => i.to_string(),
-            None => match f64::try_from(v.clone()) {
-                Ok(f) if f.abs() >= 1e-4 && f.abs() < 1e9 => format!("{f:.10}")
-                    .trim_end_matches('0')
-                    .trim_end_matches('.')
-                    .to_owned(),
-                Ok(f) => format!("{f:.4e}"),
-                Err(_) => v.to_string(),
-            },
-        });
-        env.add_filter("status_class", |s: Option<String>| {
-            status_class(s.as_deref()).to_owned()
-        });
-        env.add_filter("f64", |v: Value| f64::try_from(v).ok());
-        env
-    })
-}
-
-/// CSS class of a status or outcome: pass (green), fail (red) or other (amber).
-pub fn status_class(s: Option<&str>) -> &'static str {
-    match s {
-        Some("pass" | "ok" | "passed" | "completed" | "done" | "finished" | "compile_ok") => {
-            "st-pass"
-        }
-        Some(
-            "fail" | "failed" | "error" | "crashed" | "timeout" | "inactive" | "forbidden_api"
-            | "fabricated_data" | "extract_failed" | "not_passed",
-        ) => "st-fail",
-        Some("running" | "pending") => "st-run",
-        _ => "st-other",
-    }
-}
-
-/// A part of the static report, in the order written: the head (`report.html`: overview,
-/// summary, leaderboard, comparison, the trials table), one section per detailed trial
-/// (`report_section.html`), the end (`report_end.html`). Concatenated they are one
-/// self-contained file (stylesheet and script inlined).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportPart {
-    Head,
-    Section,
-    End,
-}
-
-/// Renders one part of the static report into `out` as the template produces it (a trial
-/// table of any length is written row by row, never held whole).
-pub fn render_report(
-    part: ReportPart,
-    ctx: Value,
-    out: &mut dyn std::io::Write,
-) -> Result<(), minijinja::Error> {
-    let name = match part {
-        ReportPart::Head => "report.html",
-        ReportPart::Section => "report_section.html",
-        ReportPart::End => "report_end.html",
-    };
-    let ctx = context! { style => STYLE, script => SCRIPT, static => true, ..ctx };
-    env().get_template(name)?.render_captured_to(ctx, out)?;
-    Ok(())
-}
-
-/// The instruction (the first user step's message), the steps shown (at most [`MAX_STEPS`])
-/// and whether some were left out, of an ATIF trajectory.
-pub fn trajectory_parts(t: &serde_json::Value) -> (Option<String>, Vec<serde_json::Value>, bool) {
-    let all = t["steps"].as_array().cloned().unwrap_or_default();
-    let instruction = all
-        .iter()
-        .find(|s| s["source"] == "user")
-        .and_then(|s| s["message"].as_str())
-        .map(str::to_owned);
-    let cut = all.len() > MAX_STEPS;
-    (instruction, all.into_iter().take(MAX_STEPS).collect(), cut)
-}
 
 fn render(name: &str, ctx: Value) -> Response {
-    match env().get_template(name).and_then(|t| t.render(ctx)) {
+    match templates::render(name, ctx) {
         Ok(html) => Html(html).into_response(),
         Err(e) => {
             tracing::error!(template = name, error = %format!("{e:#}"), "render failed");
@@ -230,16 +70,10 @@ pub async fn runs_page(State(r): St) -> Page {
     ))
 }
 
-#[derive(Debug, Serialize)]
-struct Failure {
-    cause: String,
-    count: usize,
-}
-
 /// What the run page shows of all of a run's trials (kept until the run's next event).
 #[derive(Debug, Serialize)]
 struct RunWide {
-    failures: Vec<Failure>,
+    failures: Vec<crate::presentation::summary::FailureCount>,
     agents: std::collections::BTreeSet<String>,
     tasks: std::collections::BTreeSet<String>,
     kinds: std::collections::BTreeSet<String>,
@@ -249,7 +83,6 @@ struct RunWide {
 
 impl RunWide {
     fn of(rows: &[crate::store::TrialRow]) -> Self {
-        let mut failures: BTreeMap<String, usize> = BTreeMap::new();
         let (mut agents, mut tasks, mut kinds) = (
             std::collections::BTreeSet::new(),
             std::collections::BTreeSet::new(),
@@ -259,17 +92,9 @@ impl RunWide {
             agents.insert(t.planned.agent.clone());
             tasks.insert(t.planned.task_id.clone());
             kinds.insert(t.planned.task_kind.clone());
-            if let Some(cause) = t.result.as_ref().and_then(crate::summary::failure_cause) {
-                *failures.entry(cause).or_default() += 1;
-            }
         }
-        let mut failures: Vec<Failure> = failures
-            .into_iter()
-            .map(|(cause, count)| Failure { cause, count })
-            .collect();
-        failures.sort_by(|a, b| b.count.cmp(&a.count).then(a.cause.cmp(&b.cause)));
         Self {
-            failures,
+            failures: crate::presentation::summary::failures_by_cause(rows),
             agents,
             tasks,
             kinds,
@@ -345,7 +170,7 @@ pub async fn compare_page(
     }
     Ok(render(
         "compare.html",
-        context! { run => info, known, selected, pairs, charts, resamples => super::compare::RESAMPLES },
+        context! { run => info, known, selected, pairs, charts, resamples => crate::presentation::compare::RESAMPLES },
     ))
 }
 
@@ -376,7 +201,7 @@ pub async fn cross_compare_page(State(r): St, Query(q): Query<super::api::RunsQu
     }
     Ok(render(
         "compare.html",
-        context! { runs => ids, runs_param => q.runs, known, selected, pairs, charts, resamples => super::compare::RESAMPLES },
+        context! { runs => ids, runs_param => q.runs, known, selected, pairs, charts, resamples => crate::presentation::compare::RESAMPLES },
     ))
 }
 
@@ -513,11 +338,11 @@ fn asset(body: &'static str, mime: &'static str) -> Response {
 }
 
 pub async fn style() -> Response {
-    asset(STYLE, "text/css; charset=utf-8")
+    asset(templates::STYLE, "text/css; charset=utf-8")
 }
 
 pub async fn script() -> Response {
-    asset(SCRIPT, "text/javascript; charset=utf-8")
+    asset(templates::SCRIPT, "text/javascript; charset=utf-8")
 }
 
 /// The dashboard routes.
@@ -533,26 +358,4 @@ pub fn routes() -> axum::Router<Arc<Results>> {
         .route("/runs/{run}/trials/{trial}", get(trial_page))
         .route("/assets/style.css", get(style))
         .route("/assets/live.js", get(script))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_embedded_template_compiles() {
-        let env = env();
-        for (name, _) in TEMPLATES {
-            env.get_template(name)
-                .unwrap_or_else(|e| panic!("{name}: {e:#}"));
-        }
-    }
-
-    #[test]
-    fn statuses_have_colours() {
-        assert_eq!(status_class(Some("pass")), "st-pass");
-        assert_eq!(status_class(Some("forbidden_api")), "st-fail");
-        assert_eq!(status_class(Some("judge_invalid")), "st-other");
-        assert_eq!(status_class(None), "st-other");
-    }
 }

@@ -487,3 +487,31 @@ fn the_openapi_document_is_stable() {
     use utoipa::OpenApi;
     insta::assert_json_snapshot!("openapi", super::api::ApiDoc::openapi());
 }
+
+/// The live feed of a running run stays open; once the run is over it sends every event, then
+/// one `end` event naming the status, and closes (a client reading to the end returns).
+#[tokio::test]
+async fn the_live_feed_of_a_finished_run_ends_and_closes() {
+    let (_root, store, results) = fixture().await;
+    let uri = format!("/api/runs/{RUN}/events/stream");
+    let open = tokio::time::timeout(std::time::Duration::from_secs(2), get(&results, &uri)).await;
+    assert!(open.is_err(), "the feed of a running run stays open");
+    store.finish_run(RUN, "finished").await.expect("finish");
+    let (status, headers, body) =
+        tokio::time::timeout(std::time::Duration::from_secs(10), get(&results, &uri))
+            .await
+            .expect("the feed of a finished run closes");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/event-stream");
+    let body = String::from_utf8(body).expect("utf-8");
+    assert!(body.contains("event: trial_finished"), "{body}");
+    let end = body.find("event: end").expect("an end event");
+    assert!(
+        body[end..].contains(r#"data: {"status":"finished"}"#),
+        "{body}"
+    );
+    assert!(
+        !body[end..].contains("id:"),
+        "the end event comes after every event: {body}"
+    );
+}

@@ -323,6 +323,28 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     out
 }
 
+/// Picks agents (known: `order` first, then any other with trials) and compares them; an
+/// unknown agent is an error naming the known ones.
+pub fn compare_rows(
+    rows: &[crate::store::TrialRow],
+    order: &[String],
+    agents: Option<&str>,
+) -> Result<(Vec<String>, Vec<PairComparison>), String> {
+    let mut known: Vec<String> = order
+        .iter()
+        .filter(|a| rows.iter().any(|r| &r.planned.agent == *a))
+        .cloned()
+        .collect();
+    for r in rows {
+        if !known.contains(&r.planned.agent) {
+            known.push(r.planned.agent.clone());
+        }
+    }
+    let picked = pick_agents(agents.unwrap_or(""), &known)?;
+    let pairs = compare(rows, &picked);
+    Ok((known, pairs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 // research-bench viewer: the one script. On a run page it follows the run's live event feed
 // (Server-Sent Events from /api/runs/<run>/events/stream) and, when a trial starts or finishes,
-// fetches the page again and swaps the #live region in place, highlighting rows that changed.
+// fetches the page again and swaps the #live region in place, highlighting rows that changed;
+// the feed's `end` event (the run is no longer running) closes it.
 // It also toggles all trajectory steps open or closed. No library, no network beyond this server.
 (function () {
   "use strict";
@@ -56,5 +57,6 @@
   ["trial_started", "trial_finished", "run_finished", "run_resumed"].forEach(function (kind) {
     source.addEventListener(kind, schedule);
   });
-  source.addEventListener("run_finished", function () { setTimeout(function () { source.close(); }, 500); });
+  // the server's last event: the run is over, the feed closes (no reconnection)
+  source.addEventListener("end", function () { schedule(); source.close(); });
 })();

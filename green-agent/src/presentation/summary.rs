@@ -73,6 +73,30 @@ pub fn failure_cause(r: &crate::store::TrialResult) -> Option<String> {
     }
 }
 
+/// How many finished trials failed for one cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailureCount {
+    pub cause: String,
+    pub count: usize,
+}
+
+/// Failures by cause over `rows`, most frequent first (then by cause).
+pub fn failures_by_cause(rows: &[TrialRow]) -> Vec<FailureCount> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for cause in rows
+        .iter()
+        .filter_map(|t| t.result.as_ref().and_then(failure_cause))
+    {
+        *counts.entry(cause).or_default() += 1;
+    }
+    let mut out: Vec<FailureCount> = counts
+        .into_iter()
+        .map(|(cause, count)| FailureCount { cause, count })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.cause.cmp(&b.cause)));
+    out
+}
+
 /// The `task_kind` of an agent's row over all its task kinds.
 pub const ALL_KINDS: &str = "(all kinds)";
 
@@ -209,13 +233,36 @@ fn group_row(agent: &str, task_kind: &str, rows: &[&TrialRow]) -> SummaryRow {
     }
 }
 
+/// Trial rows for other modules' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use crate::store::TrialRow;
+
+    /// A finished trial of `agent` on `task` (kind `generic`, repeat 0); `score` None = not
+    /// graded (`grader_error`).
+    pub fn trial(agent: &str, task: &str, score: Option<f64>) -> TrialRow {
+        let status = match score {
+            Some(s) if s >= 1.0 => "pass",
+            Some(_) => "fail",
+            None => "grader_error",
+        };
+        super::tests::trial(agent, task, 0, score, status)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::{PlannedTrial, TrialResult, Usage};
 
     /// A finished trial of `agent` on `task` (kind `generic`); `score` None = not graded.
-    fn trial(agent: &str, task: &str, repeat: u32, score: Option<f64>, status: &str) -> TrialRow {
+    pub(super) fn trial(
+        agent: &str,
+        task: &str,
+        repeat: u32,
+        score: Option<f64>,
+        status: &str,
+    ) -> TrialRow {
         TrialRow {
             planned: PlannedTrial {
                 id: format!("{agent}-{task}-{repeat}"),

@@ -71,6 +71,47 @@ pub struct BandChart {
     pub legend: Vec<LegendItem>,
 }
 
+/// Width of one character of a band label (12px text), a little over the average.
+const LABEL_CHAR_W: f64 = 7.0;
+
+/// Moves the plot right as far as its longest band label needs (labels sit left of `x0`,
+/// right-aligned): no label is cut off at the chart's left edge.
+fn fit_labels(mut c: BandChart) -> BandChart {
+    let longest = c
+        .bands
+        .iter()
+        .map(|b| b.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let need = longest as f64 * LABEL_CHAR_W + 16.0;
+    let shift = (need - c.x0).max(0.0);
+    if shift == 0.0 {
+        return c;
+    }
+    c.width += shift;
+    c.x0 += shift;
+    c.x1 += shift;
+    for t in &mut c.ticks {
+        t.x += shift;
+    }
+    for b in &mut c.bands {
+        for r in &mut b.rects {
+            r.x += shift;
+        }
+        if let Some(m) = &mut b.marker {
+            m.0 += shift;
+        }
+        if let Some(w) = &mut b.whisker {
+            w.0 += shift;
+            w.1 += shift;
+        }
+        if let Some(r) = &mut b.rule {
+            *r += shift;
+        }
+    }
+    c
+}
+
 /// An agent name short enough for a band label.
 fn clip(name: &str) -> String {
     const MAX: usize = 24;
@@ -160,7 +201,7 @@ pub fn score_distribution(trials: &[TrialRow]) -> Option<BandChart> {
             rule: Some(LABEL_W + mean * PLOT_W),
         });
     }
-    Some(c)
+    Some(fit_labels(c))
 }
 
 fn score_colour(s: f64) -> &'static str {
@@ -293,7 +334,7 @@ pub fn phase_times(trials: &[TrialRow]) -> Option<BandChart> {
     let bands = c.bands.len();
     c.axis_y = TOP + BAND_H * bands as f64;
     c.height = c.axis_y + AXIS_H;
-    Some(c)
+    Some(fit_labels(c))
 }
 
 /// One trial's phases as a timeline (pipeline order).
@@ -306,7 +347,11 @@ pub fn timeline(phases: &BTreeMap<String, u64>) -> Option<BandChart> {
         "this trial".to_owned(),
         phases.iter().map(|(k, v)| (k.clone(), *v as f64)).collect(),
     )];
-    Some(stacked(chart("Phase timeline", 1), rows, &names))
+    Some(fit_labels(stacked(
+        chart("Phase timeline", 1),
+        rows,
+        &names,
+    )))
 }
 
 /// Mean score ± 95% CI per agent (rows: label, mean, half-width).
@@ -345,7 +390,7 @@ pub fn means_with_ci(rows: &[(String, Option<f64>, Option<f64>)]) -> Option<Band
             }),
         });
     }
-    Some(c)
+    Some(fit_labels(c))
 }
 
 /// Paired differences A − B per task on a [-1, 1] axis (bars from zero: green where A is better,
@@ -409,12 +454,37 @@ pub fn paired_diffs(c: &super::compare::PairComparison) -> Option<BandChart> {
             rule: Some(zero),
         });
     }
-    Some(chart)
+    Some(fit_labels(chart))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_band_labels_fit_left_of_the_plot() {
+        use crate::presentation::summary::tests_support::trial;
+        let long = "claude-code:model=claude-sonnet-4-5-20250929";
+        let rows = vec![trial(long, "a", Some(0.5)), trial("nop", "a", Some(0.0))];
+        let c = score_distribution(&rows).expect("chart");
+        let longest = c
+            .bands
+            .iter()
+            .map(|b| b.label.chars().count())
+            .max()
+            .unwrap_or(0);
+        assert!(longest > 40, "{longest}");
+        assert!(c.x0 >= longest as f64 * LABEL_CHAR_W + 8.0, "x0 {}", c.x0);
+        assert!(
+            c.bands
+                .iter()
+                .flat_map(|b| &b.rects)
+                .all(|r| r.x >= c.x0 - 1e-9)
+        );
+        assert!(c.width >= c.x1 + 80.0 - 1e-9);
+        let short = score_distribution(&rows[1..]).expect("chart");
+        assert_eq!(short.x0, LABEL_W, "short labels: unchanged");
+    }
 
     #[test]
     fn phases_follow_the_pipeline_order() {
