@@ -231,12 +231,13 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             apply_runtime_forbidden(&env, spec, &mut results).await;
         }
         for r in &results {
-            if let Some(d) = r
-                .details
-                .iter()
-                .find(|d| d.starts_with(crate::checks::author_script::RAN_AGENT_CODE))
-            {
-                flags.push(format!("{d} (grader {:?})", r.name));
+            for prefix in [
+                crate::checks::author_script::RAN_AGENT_CODE,
+                crate::checks::VERDICT_IN_AGENT_PROCESS,
+            ] {
+                if let Some(d) = r.details.iter().find(|d| d.starts_with(prefix)) {
+                    flags.push(format!("{d} (grader {:?})", r.name));
+                }
             }
             if r.status == Status::TamperingDetected {
                 flags.push(format!(
