@@ -128,15 +128,24 @@ async fn a_verifier_process_that_outlives_its_parent_after_agent_code_ran_is_tam
                 v.details
             );
             assert!(
-                v.details.iter().any(|d| d.contains("outlived their parent")),
+                v.details
+                    .iter()
+                    .any(|d| d.contains("outlived their parent")),
                 "{:?}",
                 v.details
             );
         } else {
-            assert_eq!((v.status, v.score), (Status::Pass, Some(1.0)), "{:?}", v.details);
+            assert_eq!(
+                (v.status, v.score),
+                (Status::Pass, Some(1.0)),
+                "{:?}",
+                v.details
+            );
         }
         assert!(
-            r.flags.iter().any(|f| f.starts_with("verifier_ran_agent_code")),
+            r.flags
+                .iter()
+                .any(|f| f.starts_with("verifier_ran_agent_code")),
             "{label}: {:?}",
             r.flags
         );
@@ -176,7 +185,12 @@ async fn data_written_verbatim_in_the_code_is_fabricated_not_regenerated() {
                 v.details
             );
         } else {
-            assert_eq!((v.status, v.score), (Status::Pass, Some(1.0)), "{:?}", v.details);
+            assert_eq!(
+                (v.status, v.score),
+                (Status::Pass, Some(1.0)),
+                "{:?}",
+                v.details
+            );
         }
     }
 }
