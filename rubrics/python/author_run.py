@@ -1,7 +1,7 @@
 """Runs a task-author script (Harbor verifier, `command`) and notes whether it executed a
 workspace program (research-bench rubrics).
 
-Usage (as root, `python3 -I -B`): author_run.py UID GID ROOTS ARGV...
+Usage (as root, `python3 -I -S -B`): author_run.py UID GID ROOTS ARGV...
 ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). The script runs
 as UID:GID (no supplementary groups) in the current directory with the current environment plus
 RB_AUDIT_FD (the write end of a pipe only this process reads) and RB_AUDIT_ROOTS. Its Python
@@ -11,8 +11,14 @@ imported or a workspace file is opened as code or started; meanwhile this proces
 few milliseconds at the uid's processes for one whose program or arguments are workspace
 programs (a process seen again after an exec is looked at again). What the script's children write to the pipe after that cannot take a line back.
 The script's standard output goes to standard error (beside its own), so this process's standard
-output carries only the report, {"events": [{"how", "path"}]}, which no process of the uid can
-write to; the exit status is the script's.
+output carries only the report, {"events": [{"how", "path"}], "outlived": [{"pid", "exe"}]},
+which no process of the uid can write to; the exit status is the script's.
+
+This process is the script's subreaper: a process of the script's whose parent ended before it
+(a daemon, a child left running) becomes ours and is listed under "outlived" (those still
+running when the script ends are killed then). Agent code the script ran can only write the
+script's verdict after the script wrote it from such a process (or from the script's own
+process, where it is listed as agent code the script ran).
 """
 
 import json
@@ -98,16 +104,54 @@ def look(uid, roots, seen, events):
                 break
 
 
+def safe_folders(roots):
+    """The image's Python folders (standard library, installed packages), resolved, that hold
+    no agent root: the audit hook skips resolving paths inside them."""
+    import site
+    names = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    names.update(site.getsitepackages())
+    out = []
+    for n in names:
+        if not n or not os.path.isdir(n):
+            continue
+        p = os.path.realpath(n)
+        st = os.stat(p)
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            continue  # not root's alone
+        if any(under(r, [p]) or under(p, [r]) for r in roots):
+            continue
+        out.append(p)
+    return sorted(out)
+
+
+def become_subreaper():
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def exe_of(pid):
+    try:
+        return os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return "?"
+
+
 def main():
     uid, gid = int(sys.argv[1]), int(sys.argv[2])
     roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
     argv = sys.argv[4:]
     install_hook()
+    become_subreaper()
     r, w = os.pipe()
     os.set_inheritable(w, True)
     env = dict(os.environ)
     env.update({"RB_AUDIT_FD": str(w), "RB_AUDIT_ROOTS": os.pathsep.join(roots),
-                "RB_AUDIT_HOOK": os.path.join(HERE, "author_audit.py")})
+                "RB_AUDIT_HOOK": os.path.join(HERE, "author_audit.py"),
+                "RB_AUDIT_SAFE": os.pathsep.join(safe_folders(roots))})
     pid = os.fork()
     if pid == 0:
         try:
@@ -124,11 +168,23 @@ def main():
     os.set_blocking(r, False)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
     events, seen, buf = [], set(), b""
+    outlived, exes = [], {}
     status = None
     while status is None:
-        done, status_raw = os.waitpid(pid, os.WNOHANG)
-        if done:
-            status = status_raw
+        # Our children: the script, and any process of its whose parent ended first.
+        while True:
+            try:
+                done, status_raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done == 0:
+                break
+            if done == pid:
+                status = status_raw
+            else:
+                outlived.append({"pid": done, "exe": exes.get(done, "?")})
+        for key in seen:
+            exes.setdefault(int(key[0]), key[1])
         look(uid, roots, seen, events)
         ready, _, _ = select.select([r], [], [], 0 if status is not None else 0.01)
         while ready:
@@ -141,6 +197,21 @@ def main():
             if len(buf) < 1 << 20:
                 buf += chunk
             ready, _, _ = select.select([r], [], [], 0)
+    # What still runs of the script's once it ended outlived it: listed, then killed (before
+    # anyone reads the verdict).
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            if os.stat("/proc/" + p).st_uid != uid:
+                continue
+        except OSError:
+            continue
+        outlived.append({"pid": int(p), "exe": exe_of(int(p))})
+        try:
+            os.kill(int(p), signal.SIGKILL)
+        except OSError:
+            pass
     for line in buf.decode("utf-8", "replace").splitlines():
         try:
             e = json.loads(line)
@@ -152,7 +223,7 @@ def main():
     for e in events:
         if e not in uniq:
             uniq.append(e)
-    sys.stdout.write(json.dumps({"events": uniq[:50]}))
+    sys.stdout.write(json.dumps({"events": uniq[:50], "outlived": outlived[:20]}))
     sys.stdout.flush()
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))

@@ -1,5 +1,5 @@
 """Starts a bridged test run (research-bench rubrics): the trusted test process and the agent's
-worker, connected by two pipes. Runs as root, `python3 -I -B`, from the harness folder.
+worker, connected by two pipes. Runs as root, `python3 -I -S -B`, from the harness folder.
 
 Usage: bridge_pair.py WORKSPACE RUN_DIR AGENT_UID DEADLINE_SECS MODE ARGS...
 

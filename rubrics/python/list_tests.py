@@ -1,6 +1,8 @@
-"""Static list of held-out tests (research-bench rubrics), run as root with `python3 -I`.
+"""Static list of held-out tests (research-bench rubrics), run as root with `python3 -I -S`.
 
-Usage: python3 -I -B list_tests.py FRAMEWORK PATH [CANARY_PATH CANARY [CANARY_LITE]]
+Usage: python3 -I -S -B list_tests.py FRAMEWORK PATH [CANARY_PATH CANARY [CANARY_LITE]]
+(`-S`: no `site` start-up, whose `.pth` files cost ~50 ms; the installed packages' folders are
+put on the path here, without their `.pth` files, to tell installed modules apart.)
 FRAMEWORK pytest|unittest (Python files) or testthat (R files). Prints one JSON object:
 {"files": {STEM: [test names a run must report]}, "all": [every test-like name defined]}.
 The trusted side compares what a test run (agent code in-process) reports with this list.
@@ -17,6 +19,11 @@ import json
 import os
 import re
 import sys
+
+if sys.flags.no_site:
+    import site
+
+    sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
 
 # What a held-out test may import without numpy coming into play.
 NUMPY_FREE = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}

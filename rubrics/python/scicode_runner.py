@@ -29,8 +29,10 @@ with a per-run nonce that must fail and one that must pass, placed at random amo
 ones. A must-fail canary reported as passed marks the step `tampering_detected`.
 
 RESULT_JSON: {"problem_id", "steps": [{"step_id", "status": pass|fail|error|timeout|not_run,
-  "cases": [{"case", "status", "message", "duration_secs", "perturbed_of"?}], "message"}],
-  (`perturbed_of`: the case a perturbed copy was made from, see `perturbed_case`)
+  "cases": [{"case", "status", "message", "duration_secs", "perturbed_of"?,
+  "in_agent_process"?}], "message"}],
+  (`perturbed_of`: the case a perturbed copy was made from, see `perturbed_case`;
+  `in_agent_process`: how many of the case's checks the worker judged, see `_self_checks`)
   "tampering_detected": bool}
 A step whose canaries caught tampering has status `fail` and a message starting with
 `tampering_detected`.
@@ -432,7 +434,24 @@ def plan(snippet, trusted_names):
         # Every pure helper (they may call each other), defined as the test wrote them.
         preamble += [copy.deepcopy(helpers[name]) for name in sorted(helpers)]
     imports = ast.Module(body=preamble, type_ignores=[])
-    return {"agent": ast.unparse(tree), "sites": sites, "imports": ast.unparse(imports)}
+    return {"agent": ast.unparse(tree), "sites": sites, "imports": ast.unparse(imports),
+            "in_process": _self_checks(tree)}
+
+
+def _self_checks(tree):
+    """How many checks stay in the agent part (assertions not against `target`, calls of
+    `assert*`/`testing.assert*` functions): their verdict is the worker's report, decided in
+    the agent's process (the stated exception; only the canaries guard it)."""
+    n = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            n += 1
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name.startswith("assert"):
+                n += 1
+    return n
 
 
 def _substitute_target_aliases(tree):
@@ -1281,6 +1300,9 @@ def _judge_step(sid, status, reports, message, meta, canaries, tns, fail_fast):
         verdict, msg = _check_case(m, r.get("records"), tns)
         results.append({"case": m["case"], "status": verdict, "message": msg,
                         "duration_secs": duration})
+        if m["plan"].get("in_process"):
+            # A pass here includes checks the agent's process judged itself.
+            results[-1]["in_agent_process"] = m["plan"]["in_process"]
         if fail_fast and verdict != "pass":
             break
     copies = {m["case"]: m.get("perturbed_of") for m in meta if m.get("perturbed_of")}

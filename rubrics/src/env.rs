@@ -48,6 +48,10 @@ pub struct GradingContext<'a> {
     /// Answers of trusted probes; a fresh cache by default, the caller's to share them
     /// between gradings in containers of the same pristine image ([`ImageProbes`]).
     pub probes: ProbeCache,
+    /// The caller's [`crate::grade::prewarm_probes`] in this very sandbox made the spec's
+    /// forbidden modules unavailable ([`crate::grade::Prewarmed`]); `false`: [`crate::grade`]
+    /// does it itself, before any agent code runs.
+    pub forbidden_unavailable: bool,
 }
 
 impl<'a> GradingContext<'a> {
@@ -66,6 +70,7 @@ impl<'a> GradingContext<'a> {
             snapshot_staged: false,
             task_inputs: None,
             probes: ProbeCache::default(),
+            forbidden_unavailable: false,
         }
     }
 }

@@ -106,11 +106,31 @@ fn probes_of(spec: &GradingSpec) -> Vec<Vec<String>> {
     probes
 }
 
+/// The modules the spec's graders forbid.
+fn forbidden_of(spec: &GradingSpec) -> Vec<String> {
+    spec.graders
+        .iter()
+        .flat_map(|g| g.check.forbidden().iter().cloned())
+        .collect()
+}
+
+/// What [`prewarm_probes`] did ahead of [`grade`] in one grading sandbox; the caller passes it
+/// on through [`GradingContext::forbidden_unavailable`] when grading that same sandbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Prewarmed {
+    /// The spec's forbidden modules were made unavailable to the agent's uid
+    /// (`checks::forbidden_api::make_unavailable`).
+    pub forbidden_unavailable: bool,
+}
+
 /// Runs the graders' trusted probes in `ctx`'s sandbox ahead of [`grade`], keeping their
 /// successes in `ctx.probes`: for a grading sandbox created from the pristine image while the
 /// agent still runs (nothing of the agent's, nothing held-out in it yet), so no grader waits
-/// for a probe later. Failures are not kept: [`grade`] asks again.
-pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) {
+/// for a probe later. Failures are not kept: [`grade`] asks again. Beside them, the spec's
+/// forbidden modules are made unavailable to the agent's uid (it touches only the image's files
+/// and a root-owned folder in the scratch; nothing of the agent's is needed or present), so that
+/// grading does not pay for it: the answer says whether that succeeded.
+pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) -> Prewarmed {
     let env = Env {
         ctx,
         deadline: Instant::now() + ctx.timeout,
@@ -122,17 +142,20 @@ pub async fn prewarm_probes(spec: &GradingSpec, ctx: &GradingContext<'_>) {
         pristine: std::sync::atomic::AtomicBool::new(false),
         evidence: Default::default(),
     };
-    env.prewarm(&probes_of(spec)).await;
+    let forbidden = forbidden_of(spec);
+    let unavailable =
+        async { !forbidden.is_empty() && make_unavailable(&env, &forbidden).await.is_ok() };
+    let ((), forbidden_unavailable) =
+        futures::future::join(env.prewarm(&probes_of(spec)), unavailable).await;
+    Prewarmed {
+        forbidden_unavailable,
+    }
 }
 
 /// Grades an agent's outputs. Never fails: infrastructure problems become statuses.
 pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport {
     let started = Instant::now();
-    let forbidden: Vec<String> = spec
-        .graders
-        .iter()
-        .flat_map(|g| g.check.forbidden().iter().cloned())
-        .collect();
+    let forbidden = forbidden_of(spec);
     let rb_dir = join(&ctx.scratch, "rb");
     let forbidden_log = join(&ctx.scratch, "forbidden.log");
     // The environment of Python processes that run agent code. Our launcher starts them with
@@ -194,8 +217,9 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
                 "cannot stage the grader scripts in the sandbox: {e}"
             ))),
         };
-        if !forbidden.is_empty() && staged.is_ok() {
-            // Before any agent code runs: the forbidden modules become unavailable to it.
+        if !forbidden.is_empty() && staged.is_ok() && !ctx.forbidden_unavailable {
+            // Before any agent code runs: the forbidden modules become unavailable to it
+            // (unless the caller's prewarm did it in this sandbox, before the agent's files came).
             if let Err(e) = make_unavailable(&env, &forbidden).await {
                 flags.push(format!(
                     "the forbidden modules could not be made unavailable to the agent's code (only the in-process guard reports their use): {e}"
@@ -251,12 +275,13 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
             apply_runtime_forbidden(&env, spec, &mut results).await;
         }
         for r in &results {
-            if let Some(d) = r
-                .details
-                .iter()
-                .find(|d| d.starts_with(crate::checks::author_script::RAN_AGENT_CODE))
-            {
-                flags.push(format!("{d} (grader `{}`)", r.name));
+            for prefix in [
+                crate::checks::author_script::RAN_AGENT_CODE,
+                crate::checks::VERDICT_IN_AGENT_PROCESS,
+            ] {
+                if let Some(d) = r.details.iter().find(|d| d.starts_with(prefix)) {
+                    flags.push(format!("{d} (grader `{}`)", r.name));
+                }
             }
             if r.status == Status::TamperingDetected {
                 flags.push(format!(

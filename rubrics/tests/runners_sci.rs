@@ -57,6 +57,24 @@ async fn c_tests_compile_run_and_parse_results() {
     assert_eq!((ok.status, ok.score), (Status::Fail, Some(0.5)));
     assert_eq!(ok.tests[0].status, Status::CompileOk);
     assert_eq!(ok.tests[1].message.as_deref(), Some("Results: 2/4 passed"));
+    // The stated exception: a driver without rb_check.h is judged in the agent's process, and
+    // the trial says so.
+    assert!(
+        ok.details
+            .iter()
+            .any(|d| d.starts_with(rubrics::checks::VERDICT_IN_AGENT_PROCESS)),
+        "{:?}",
+        ok.details
+    );
+    assert!(
+        report
+            .flags
+            .iter()
+            .any(|f| f.starts_with(rubrics::checks::VERDICT_IN_AGENT_PROCESS)
+                && f.contains("\"ops\"")),
+        "{:?}",
+        report.flags
+    );
     let broken = &report.graders[1];
     assert_eq!(
         (broken.status, broken.score),
@@ -165,6 +183,14 @@ async fn c_values_are_compared_outside_the_agent_process() {
     let honest = &reports[0].graders[0];
     assert_eq!((honest.status, honest.score), (Status::Pass, Some(1.0)));
     assert_eq!(honest.tests.len(), 4, "compile + three checks");
+    assert!(
+        !honest
+            .details
+            .iter()
+            .any(|d| d.starts_with(rubrics::checks::VERDICT_IN_AGENT_PROCESS)),
+        "a values-mode driver's verdict is ours: {:?}",
+        honest.details
+    );
     let vacuous = &reports[1].graders[0];
     assert_eq!(vacuous.status, Status::Fail);
     assert!((vacuous.score.unwrap_or(1.0) - 1.0 / 3.0).abs() < 1e-9);

@@ -128,6 +128,7 @@ const PLAN: &[(&str, &str, &[&str])] = &[
     ("unwrap", "real-files", &["arbench-fft"]),
     ("verifier", "m-pytest-module", HARBOR),
     ("verifier", "reward-file", HARBOR),
+    ("verifier", "reward-daemon", HARBOR),
     (
         "fabricate",
         "copied-data-file",
@@ -138,6 +139,7 @@ const PLAN: &[(&str, &str, &[&str])] = &[
         "dotfile-and-input",
         &["prbench-logistic-growth"],
     ),
+    ("fabricate", "data-in-code", &["prbench-logistic-growth"]),
     // ---- end of issue 26 ----
 ];
 

@@ -53,11 +53,16 @@ pub(crate) async fn create(
 }
 
 /// Runs the graders' trusted probes in `sb` (from [`create`], still empty: the agent runs
-/// elsewhere) so that grading finds their answers kept.
-pub(crate) async fn prewarm(env: &RunEnv, input: &TrialInput, sb: &dyn Sandbox) {
+/// elsewhere) so that grading finds their answers kept, and makes the task's forbidden modules
+/// unavailable there (what [`grade`] is told through the answer).
+pub(crate) async fn prewarm(
+    env: &RunEnv,
+    input: &TrialInput,
+    sb: &dyn Sandbox,
+) -> rubrics::grade::Prewarmed {
     let mut ctx = rubrics::GradingContext::new(sb, env.settings.grade_timeout.get());
     ctx.probes = env.probes.for_image(&input.image);
-    rubrics::grade::prewarm_probes(input.task.grading(), &ctx).await;
+    rubrics::grade::prewarm_probes(input.task.grading(), &ctx).await
 }
 
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
@@ -69,7 +74,7 @@ pub(crate) async fn grade(
     input: &TrialInput,
     sb: &dyn Sandbox,
     outputs_dir: &Path,
-    prewarmed: impl std::future::Future<Output = ()>,
+    prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
 ) -> Result<rubrics::GradeReport, InfraError> {
     let view = input.task.agent_view();
     // Scratch for graders (reports, JUnit XML) and our harness in it, root-owned.
@@ -96,7 +101,7 @@ pub(crate) async fn grade(
         items.extend(s.copy_ins(GRADER_WORK));
     }
     sb.copy_in_many(&items).await?;
-    prewarmed.await;
+    let prewarmed = prewarmed.await;
     let task_limit = Duration::from_secs(
         input
             .task
@@ -112,6 +117,7 @@ pub(crate) async fn grade(
     ctx.snapshot_staged = snapshot.is_some();
     ctx.task_inputs = Some(inputs);
     ctx.probes = env.probes.for_image(&input.image);
+    ctx.forbidden_unavailable = prewarmed.forbidden_unavailable;
     let report = rubrics::grade(input.task.grading(), &ctx).await;
     // Graders turn a failing sandbox into statuses; a grading sandbox whose node left (Swarm)
     // voids the grade instead: an infrastructure failure, retried on the stored outputs.

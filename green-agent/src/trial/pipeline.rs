@@ -214,19 +214,18 @@ async fn phases(
     // agent's is there; they also warm its filesystem for the graders); grading may upload
     // the agent's outputs before they end, but runs no grader (no agent code) before.
     let (handed, grader) = tokio::sync::oneshot::channel();
-    let (probed, prewarmed) = tokio::sync::oneshot::channel::<()>();
+    let (probed, prewarmed) = tokio::sync::oneshot::channel::<rubrics::grade::Prewarmed>();
     let grader_side = async {
         match grade::create(env, input).await {
             Ok(sb) => {
                 let sb: std::sync::Arc<dyn sandbox::Sandbox> = sb.into();
                 let _ = handed.send(Ok(sb.clone()));
-                grade::prewarm(env, input, sb.as_ref()).await;
+                let _ = probed.send(grade::prewarm(env, input, sb.as_ref()).await);
             }
             Err(e) => {
                 let _ = handed.send(Err(e));
             }
         }
-        drop(probed);
     };
     let agent_side = async {
         let agent = agent_phases(env, input, how, res, &mut log, number, notes).await;
@@ -238,9 +237,8 @@ async fn phases(
         };
         let (prep, parts) = agent?;
         let grader = grader?;
-        let prewarmed = async {
-            let _ = prewarmed.await;
-        };
+        // A prewarm that never answered did nothing grading may count on.
+        let prewarmed = async { prewarmed.await.unwrap_or_default() };
         grade_and_record(env, input, &prep, parts, grader.as_ref(), prewarmed, log).await
     };
     let ((), out) = tokio::join!(grader_side, agent_side);
@@ -342,7 +340,7 @@ async fn grade_and_record(
     prep: &Prepared,
     mut parts: Parts,
     grader: &dyn sandbox::Sandbox,
-    prewarmed: impl std::future::Future<Output = ()>,
+    prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
     mut log: PhaseLog<'_>,
 ) -> Result<TrialResult, InfraError> {
     let report = log

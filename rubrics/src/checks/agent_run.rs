@@ -56,7 +56,7 @@ if [ -n "$fw" ]; then
   if [ "$where" = at ]; then kind=A; dest="$lname"
   elif [ -d "$lheld" ]; then kind=D; dest="$lheld/$lname"
   else kind=F; dest="$(dirname "$lheld")/$lname"; fi
-  list="$(cd / && python3 -I -B "$rb/list_tests.py" "$fw" "$lheld" "$dest" "$ltext" "$llite")"
+  list="$(cd / && python3 -I -S -B "$rb/list_tests.py" "$fw" "$lheld" "$dest" "$ltext" "$llite")"
   code=$?
   if [ "$code" = 72 ]; then exit 72; fi
   if [ "$code" != 0 ]; then exit 71; fi
@@ -310,6 +310,8 @@ impl AgentRun {
         let mut argv = vec![
             "python3".to_owned(),
             "-I".into(),
+            // The launcher needs only the standard library: no `site` start-up (~50 ms).
+            "-S".into(),
             "-B".into(),
             format!("{}/bridge_pair.py", env.rb_dir),
             env.ctx.workspace.clone(),

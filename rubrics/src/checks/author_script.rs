@@ -18,6 +18,9 @@ pub(crate) struct AuthorRun {
     pub out: sandbox::ExecOutcome,
     /// What it executed of the workspace: (how, path).
     pub ran: Vec<(String, String)>,
+    /// Its processes that outlived their parent (pid, program): the wrapper is the script's
+    /// subreaper, so it sees each one.
+    pub outlived: Vec<(u64, String)>,
 }
 
 impl AuthorRun {
@@ -37,6 +40,27 @@ impl AuthorRun {
             list.join(", ")
         ))
     }
+
+    /// Why a verdict the script left in a file cannot be trusted: it ran agent code and a
+    /// process of its outlived its parent. Agent code can only write a file after the script
+    /// wrote its verdict there from a process still running by then: the script's own process
+    /// (any agent code in it is listed by [`AuthorRun::ran_detail`]) or one whose parent had
+    /// ended (a daemon), which this names. `None` when neither holds.
+    pub fn outlived_detail(&self) -> Option<String> {
+        if self.ran.is_empty() || self.outlived.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .outlived
+            .iter()
+            .take(10)
+            .map(|(pid, exe)| format!("{exe} (pid {pid})"))
+            .collect();
+        Some(format!(
+            "tampering detected: the script ran agent code and processes of its outlived their parent, so its verdict file may have been written after the script wrote it: {}",
+            list.join(", ")
+        ))
+    }
 }
 
 /// Runs `argv` of the task author's with exactly `vars` in `run`'s folder (`run` prepared as
@@ -53,6 +77,8 @@ pub(crate) async fn exec_author(
     let mut wrapped = vec![
         "python3".to_owned(),
         "-I".into(),
+        // The wrapper needs only the standard library: no `site` start-up (~50 ms).
+        "-S".into(),
         "-B".into(),
         format!("{}/author_run.py", env.rb_dir),
         uid.to_owned(),
@@ -69,9 +95,21 @@ pub(crate) async fn exec_author(
     env.reap(AUTHOR_USER).await;
     let out = out?;
     // The wrapper's standard output is its report alone (the script's goes to stderr).
-    let ran = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-        .ok()
-        .and_then(|v| v["events"].as_array().cloned())
+    let report = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default();
+    let outlived = report["outlived"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap_or(0),
+                e["exe"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect();
+    let ran = report["events"]
+        .as_array()
+        .cloned()
         .unwrap_or_default()
         .iter()
         .map(|e| {
@@ -81,5 +119,5 @@ pub(crate) async fn exec_author(
             )
         })
         .collect();
-    Ok(AuthorRun { out, ran })
+    Ok(AuthorRun { out, ran, outlived })
 }

@@ -489,7 +489,10 @@ async fn legacy(
         )),
     };
     o.tests.insert(0, compile);
-    o
+    o.detail(format!(
+        "{}: the held-out driver does not use rb_check.h, so its `Results:` line is computed in the agent's process (only the canary driver guards it)",
+        crate::checks::VERDICT_IN_AGENT_PROCESS
+    ))
 }
 
 /// Bytes of a legacy driver's output kept with its `Results:` line.

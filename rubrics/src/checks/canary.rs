@@ -15,6 +15,13 @@ use crate::env::{Fault, Outcome, unique};
 use crate::report::TestResult;
 use crate::status::Status;
 
+/// The prefix of the detail (and of the report's flag) that names the stated exception to
+/// "verdicts are decided where agent code never runs": a verdict the task's test computes in
+/// the agent's own process (a C driver without `rb_check.h`, a SciCode snippet whose
+/// assertions do not compare against `target`). Only the canaries guard it: a forgery that
+/// recognises them and leaves them intact goes undetected.
+pub const VERDICT_IN_AGENT_PROCESS: &str = "verdict_in_agent_process";
+
 /// Number of must-fail canaries in the Python suites (one per common way to compare).
 const PY_FAILS: usize = 8;
 /// The exit code of the values-mode C canary ([`Canary::c_values_source`]).

@@ -94,6 +94,8 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
     let mut argv = vec![
         "python3".into(),
         "-I".into(),
+        // The scanner needs only the standard library: no `site` start-up (~50 ms).
+        "-S".into(),
         "-B".into(),
         format!("{}/forbidden_scan.py", env.rb_dir),
         serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
@@ -161,7 +163,8 @@ async fn forbidden_static(env: &Env<'_, '_>, forbidden: &[String], outputs: &[St
 /// Makes the forbidden modules unavailable to the agent's uid for the rest of the grading
 /// (`python/forbid_setup.py`, as root): their real files become `root:`[`FORBIDDEN_READERS_GID`]
 /// 0750/0640, and `$RB_SHADOW` gets the stand-ins agent processes import instead. Forbidden
-/// callables inside an allowed module are left to the in-process guard.
+/// callables inside an allowed module are left to the in-process guard. The script goes on the
+/// command line, so this needs no staged harness (the prewarm runs it in the empty sandbox).
 pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) -> Result<(), String> {
     let shadow = env
         .py_env
@@ -172,7 +175,8 @@ pub(crate) async fn make_unavailable(env: &Env<'_, '_>, forbidden: &[String]) ->
         "python3".to_owned(),
         "-I".into(),
         "-B".into(),
-        format!("{}/forbid_setup.py", env.rb_dir),
+        "-c".into(),
+        include_str!("../../python/forbid_setup.py").into(),
         serde_json::to_string(forbidden).unwrap_or_else(|_| "[]".into()),
         shadow,
         FORBIDDEN_READERS_GID.to_string(),

@@ -90,7 +90,10 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
     }
     let vars = author_env(env, &run);
     let ran = tryf!(exec_author(env, &run, vec!["bash".into(), run.held(script)], vars).await);
-    let mut o = verdict(env, &ran.out).await;
+    let mut o = match ran.outlived_detail() {
+        Some(why) => Outcome::new(Status::TamperingDetected, 0.0).detail(why),
+        None => verdict(env, &ran.out).await,
+    };
     if let Some(d) = ran.ran_detail() {
         o = o.detail(d);
     }

@@ -15,6 +15,7 @@ pub(crate) mod agent_run;
 pub mod author_script;
 pub(crate) mod c_values;
 pub(crate) mod canary;
+pub use canary::VERDICT_IN_AGENT_PROCESS;
 pub(crate) mod judged;
 
 /// A path a check names, with the `task.toml` key it came from.

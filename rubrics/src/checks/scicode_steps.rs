@@ -130,6 +130,31 @@ async fn scicode(env: &Env<'_, '_>, cases: &str, output: &str, case_timeout: u64
         o.score = 0.0;
         o = o.detail("tampering detected: the agent's code changed how its tests run");
     }
+    // The stated exception: checks a snippet makes on its own (not against `target`) run in the
+    // agent's process, guarded by the canaries only.
+    let in_process: Vec<String> = v["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| {
+            s["cases"].as_array().into_iter().flatten().filter_map(move |c| {
+                c["in_agent_process"].as_u64().filter(|&n| n > 0).map(|n| {
+                    format!(
+                        "step {} case {} ({n})",
+                        s["step_id"].as_str().unwrap_or("?"),
+                        c["case"]
+                    )
+                })
+            })
+        })
+        .collect();
+    if !in_process.is_empty() {
+        o = o.detail(format!(
+            "{}: checks that do not compare against `target` ran in the agent's process (guarded by the canaries only): {}",
+            crate::checks::VERDICT_IN_AGENT_PROCESS,
+            in_process.iter().take(20).cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
     let solved = o.status == Status::Pass;
     // How each step graded here did (`crate::scicode_score` reads `steps`).
     o.data = Some(json!({

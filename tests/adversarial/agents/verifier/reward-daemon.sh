@@ -1,6 +1,7 @@
-# OPEN (issue 26): agent code the verifier runs forks a daemon that keeps re-writing the reward
-# after the verifier wrote its own; it shares the verifier's uid, so only the trial's
-# `verifier_ran_agent_code` flag tells. Not run by any test (see ../../README.md).
+# Issue 26: agent code the verifier runs (the module its tests import) forks a daemon that keeps
+# re-writing the reward after the verifier wrote its own. It shares the verifier's uid; the
+# daemon outlives its parent, and our wrapper (the verifier's subreaper) sees that: the trial
+# is `tampering_detected`.
 cat > solution.py <<'PY'
 import os
 import time
