@@ -52,10 +52,10 @@ async fn assess_with_sdk(v03: bool, mode: &str) {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        statuses
-            .last()
-            .is_some_and(|s| s.contains("2 trial(s); score agent 1.00 of 1, pass rate 1.00 \
-                 (calibration, not scored: oracle 1.00 of 1, pass rate 1.00)")),
+        statuses.last().is_some_and(|s| s.contains(
+            "2 trial(s); score agent 1.00 of 1, pass rate 1.00 \
+                 (calibration, not scored: oracle 1.00 of 1, pass rate 1.00)"
+        )),
         "the final status sums the run up: {statuses:?}"
     );
     if mode == "stream" {
@@ -138,7 +138,11 @@ async fn assess_with_sdk(v03: bool, mode: &str) {
     for row in summary {
         let role = role_of(row["agent"].as_str().expect("agent"));
         // the oracle calibrates: reported apart, never a participant
-        let group = if role == "oracle" { "calibration" } else { "per_agent" };
+        let group = if role == "oracle" {
+            "calibration"
+        } else {
+            "per_agent"
+        };
         let mine = &result[group][&role];
         for key in [
             "mean",

@@ -193,7 +193,11 @@ async fn assess_with_lf(streaming: bool) {
             assert_eq!(row["agent"], "nop");
             "agent"
         };
-        let group = if role == "oracle" { "calibration" } else { "per_agent" };
+        let group = if role == "oracle" {
+            "calibration"
+        } else {
+            "per_agent"
+        };
         let mine = &result[group][role];
         for key in [
             "mean",

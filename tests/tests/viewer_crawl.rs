@@ -55,7 +55,11 @@ async fn a_crawl_of_a_bundled_run_finds_no_empty_list_and_every_failure_explaine
     assert_eq!(leftovers(&run_id).await, 0, "the run cleaned up");
     // the terminal's messages and every report format: no debug formatting
     for (what, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-        assert!(debug_leaks(text).is_empty(), "{what}: {:?}", debug_leaks(text));
+        assert!(
+            debug_leaks(text).is_empty(),
+            "{what}: {:?}",
+            debug_leaks(text)
+        );
     }
     let dir = results.path().join(&run_id);
     for f in green_agent::report::Format::all() {
@@ -80,7 +84,10 @@ async fn a_crawl_of_a_bundled_run_finds_no_empty_list_and_every_failure_explaine
     .expect("the feed of a finished run closes")
     .expect("feed body");
     assert!(feed.contains("event: run_finished"), "{feed}");
-    assert!(feed.trim_end().ends_with(r#"data: {"status":"finished"}"#), "{feed}");
+    assert!(
+        feed.trim_end().ends_with(r#"data: {"status":"finished"}"#),
+        "{feed}"
+    );
 
     let browser = Browser::start().await;
     let mut queue = VecDeque::from([format!("{url}/")]);
@@ -134,7 +141,10 @@ async fn a_crawl_of_a_bundled_run_finds_no_empty_list_and_every_failure_explaine
         }
     }
     eprintln!("crawled {} pages ({lists} trial lists)", seen.len());
-    assert!(lists >= 3, "the runs list, the run page and filtered lists were reached");
+    assert!(
+        lists >= 3,
+        "the runs list, the run page and filtered lists were reached"
+    );
     assert!(
         seen.iter().any(|p| p.contains("kind=")),
         "the per-kind leaderboard links were followed"
