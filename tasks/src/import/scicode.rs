@@ -482,7 +482,7 @@ pub async fn import_all(
         let ids = match options.protocol {
             Protocol::WholeProblem => vec![task_id(problem)],
             Protocol::StepByStep => tested(problem)
-                .map(|s| scicode_stepwise::task_id(s))
+                .map(scicode_stepwise::task_id)
                 .collect(),
         };
         for id in ids {
