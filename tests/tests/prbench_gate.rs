@@ -65,7 +65,7 @@ async fn prbench_published_tasks_pass_the_gate_with_a_scripted_judge() {
     .await;
     out.assert_success();
     assert_eq!(
-        out.stdout.matches("imported ").count(),
+        out.stdout.lines().filter(|l| l.starts_with("imported ")).count(),
         4,
         "each task of the folder (and the code-only variant):\n{}",
         out.stdout
