@@ -237,7 +237,9 @@ async fn docker_unreachable_is_said_once() {
     .await;
     assert_refused(&out, "cannot use Docker", results.path());
     assert_eq!(
-        out.stderr.matches("the Docker daemon is unreachable").count(),
+        out.stderr
+            .matches("the Docker daemon is unreachable")
+            .count(),
         1,
         "the cause is said once:\n{}",
         out.stderr

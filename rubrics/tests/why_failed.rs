@@ -68,7 +68,10 @@ async fn files_exist_command_and_harbor_say_what_failed() {
         .await;
     g.remove().await;
     for gr in &report.graders {
-        eprintln!("{}: {} {:?}\n  {:#?}", gr.name, gr.status, gr.details, gr.tests);
+        eprintln!(
+            "{}: {} {:?}\n  {:#?}",
+            gr.name, gr.status, gr.details, gr.tests
+        );
     }
     assert_no_debug_forms(&report);
 
@@ -82,7 +85,11 @@ async fn files_exist_command_and_harbor_say_what_failed() {
         said,
         vec![
             ("answer.txt", Status::Pass, None),
-            ("empty.txt", Status::Fail, Some("/workspace/empty.txt is empty")),
+            (
+                "empty.txt",
+                Status::Fail,
+                Some("/workspace/empty.txt is empty")
+            ),
             (
                 "missing.txt",
                 Status::Fail,
@@ -97,7 +104,8 @@ async fn files_exist_command_and_harbor_say_what_failed() {
         checker
             .details
             .iter()
-            .any(|d| d.starts_with("exit 3; stderr tail:") && d.contains("answer is 41, expected 42")),
+            .any(|d| d.starts_with("exit 3; stderr tail:")
+                && d.contains("answer is 41, expected 42")),
         "{:?}",
         checker.details
     );
@@ -115,7 +123,10 @@ async fn files_exist_command_and_harbor_say_what_failed() {
         vec![("tests/test_answer.py::test_value", Some("assert 41 == 42"))]
     );
     assert!(
-        verifier.details.iter().any(|d| d.contains("the verifier's reward: 0 (1 passes)")),
+        verifier
+            .details
+            .iter()
+            .any(|d| d.contains("the verifier's reward: 0 (1 passes)")),
         "{:?}",
         verifier.details
     );

@@ -194,9 +194,19 @@ fn near(got: f64, want: f64, rtol: f64, atol: f64) -> bool {
     }
 }
 
+/// A double for messages: plain (`0.5`, `-5`, `8.833333333333332`) in the usual range,
+/// scientific (`1e-300`) outside it, exact either way (shortest round-trip digits).
+fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 fn show(v: &Value) -> String {
     match v {
-        Value::F(x) => format!("{x:e}"),
+        Value::F(x) => num(*x),
         Value::I(i) => i.to_string(),
         Value::Fs(xs) => format!("an array of {} double(s)", xs.len()),
     }
@@ -206,9 +216,8 @@ fn show(v: &Value) -> String {
 fn mismatch(want: &Expected, got: &Value) -> Option<String> {
     let tol = format!("rtol {:e}, atol {:e}", want.rtol, want.atol);
     match (&want.value, got) {
-        (Value::F(w), Value::F(g)) => {
-            (!near(*g, *w, want.rtol, want.atol)).then(|| format!("got {g:e}, want {w:e} ({tol})"))
-        }
+        (Value::F(w), Value::F(g)) => (!near(*g, *w, want.rtol, want.atol))
+            .then(|| format!("got {}, want {} ({tol})", num(*g), num(*w))),
         (Value::I(w), Value::I(g)) => (w != g).then(|| format!("got {g}, want {w}")),
         (Value::Fs(w), Value::Fs(g)) => {
             if w.len() != g.len() {
@@ -223,11 +232,11 @@ fn mismatch(want: &Expected, got: &Value) -> Option<String> {
                 .collect();
             bad.first().map(|&i| {
                 format!(
-                    "{} of {} element(s) differ; first at [{i}]: got {:e}, want {:e} ({tol})",
+                    "{} of {} element(s) differ; first at [{i}]: got {}, want {} ({tol})",
                     bad.len(),
                     w.len(),
-                    g[i],
-                    w[i]
+                    num(g[i]),
+                    num(w[i])
                 )
             })
         }
@@ -273,6 +282,23 @@ pub(crate) fn compare(expected: &[Expected], actual: &[Actual], ended: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_read_plainly() {
+        let cases = [
+            (-5.0, "-5"),
+            (0.5, "0.5"),
+            (8.833333333333332, "8.833333333333332"),
+            (1e-300, "1e-300"),
+            (2.5e20, "2.5e20"),
+            (0.0, "0"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-inf"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(num(x), want);
+        }
+    }
 
     fn hexn(s: &str) -> String {
         hex::encode(s)

@@ -73,8 +73,10 @@ pub(crate) async fn workspace_listing(env: &Env<'_, '_>) -> Result<Vec<String>, 
 pub(crate) async fn hidden_text(env: &Env<'_, '_>, rel: &str) -> Result<String, Outcome> {
     match env.read_file(&env.hidden(rel), 4 * 1024 * 1024).await {
         Ok(FileRead::Bytes(b)) => Ok(String::from_utf8_lossy(&b).into_owned()),
-        Ok(other) => Err(Outcome::new(Status::GraderError, 0.0)
-            .detail(format!("held-out file {rel} {other}"))),
+        Ok(other) => {
+            Err(Outcome::new(Status::GraderError, 0.0)
+                .detail(format!("held-out file {rel} {other}")))
+        }
         Err(f) => Err(Outcome::from_fault(f)),
     }
 }
