@@ -698,7 +698,7 @@ async fn task_author_scripts_run_unprivileged_with_only_their_named_files() {
                 .iter()
                 .any(|f| f.starts_with("verifier_ran_agent_code")
                     && f.contains("/workspace/agent.py")
-                    && f.contains(&format!("{name:?}"))),
+                    && f.contains(&format!("`{name}`"))),
             "{name} flagged: {:?}",
             r.flags
         );
