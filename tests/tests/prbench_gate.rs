@@ -65,7 +65,10 @@ async fn prbench_published_tasks_pass_the_gate_with_a_scripted_judge() {
     .await;
     out.assert_success();
     assert_eq!(
-        out.stdout.lines().filter(|l| l.starts_with("imported ")).count(),
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("imported "))
+            .count(),
         4,
         "each task of the folder (and the code-only variant):\n{}",
         out.stdout
@@ -168,11 +171,7 @@ async fn prbench_published_tasks_pass_the_gate_with_a_scripted_judge() {
     assert!(eval["time_used_seconds"].as_f64().is_some());
     assert!(eval["workspace_files"].is_array());
     // No judge call for a submission without deliverables (every nop trial).
-    let seen = seen.lock().expect("lock");
-    assert_eq!(
-        seen.len(),
-        4,
-        "one question per dimension of the one oracle"
-    );
+    let asked = seen.lock().expect("lock").len();
+    assert_eq!(asked, 4, "one question per dimension of the one oracle");
     assert_eq!(leftovers(&run_id).await, 0, "nothing of the run is left");
 }
