@@ -439,7 +439,7 @@ fn bad_tasks_fail_with_precise_messages() {
 /// field.
 fn assert_cases(cases: &[Case]) {
     let mut failures = Vec::new();
-    for case in &cases {
+    for case in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         good_task(dir.path());
         for edit in &case.edits {
