@@ -506,15 +506,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 .context("connecting to Docker")?;
             let settings = Settings::resolve(cli.config.as_deref(), &env, &Layer::default())?;
             // Parked agents (kept for a resume of their crashed run) go too.
-            let n = match settings.backend {
-                crate::config::BackendKind::Docker => backend.reap_dead_and_parked().await?,
-                // Services and overlays too (then the docker backend's objects).
-                crate::config::BackendKind::Swarm => {
-                    let relay = sandbox::images::resolve("python").await;
-                    let swarm = sandbox::SwarmBackend::new(backend, relay).await?;
-                    sandbox::Backend::reap(&swarm, None).await?
-                }
-            };
+            let n = settings.backend_config()?.reap_dead(backend).await?;
             println!("removed {n} leftover object(s) of dead runs");
             Ok(0)
         }

@@ -248,52 +248,26 @@ settings! {
     judges: Vec<rubrics::JudgeConfig> = Vec::new();
 }
 
-/// Where sandboxes run (`--backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendKind {
-    /// Containers on the local Docker Engine.
-    #[default]
-    Docker,
-    /// Docker Swarm services (`sandbox::SwarmBackend`).
-    Swarm,
-}
-
-impl FromStr for BackendKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "docker" => Ok(Self::Docker),
-            "swarm" => Ok(Self::Swarm),
-            other => Err(format!(
-                "`{other}` is not a backend; use `docker` or `swarm`"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Docker => "docker",
-            Self::Swarm => "swarm",
-        })
-    }
-}
-
-impl Serialize for BackendKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for BackendKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+/// Where sandboxes run (`--backend`): declared by `sandbox`, which chooses the backend.
+pub use sandbox::BackendKind;
 
 impl Settings {
+    /// The backend configuration these settings choose (the swarm relays use the platform's
+    /// `python` image).
+    pub fn backend_config(&self) -> Result<sandbox::BackendConfig, sandbox::SandboxError> {
+        Ok(match self.backend {
+            BackendKind::Docker => sandbox::BackendConfig::Docker,
+            BackendKind::Swarm => sandbox::BackendConfig::Swarm(sandbox::SwarmConfig {
+                relay_image: sandbox::images::recipe("python")
+                    .map_or_else(|| "python".into(), |r| sandbox::images::tag(&r)),
+                transport: self.swarm_transport.parse()?,
+                overlay_pool: self.swarm_subnet_pool.parse()?,
+                constraints: self.swarm_constraint_list(),
+                forwarded_ports: vec![white_agent_adapter::contract::DEFAULT_PORT],
+            }),
+        })
+    }
+
     /// The placement constraints of `swarm_constraints`.
     pub fn swarm_constraint_list(&self) -> Vec<String> {
         self.swarm_constraints

@@ -380,31 +380,18 @@ async fn create_backend(
     settings: &crate::config::Settings,
     docker: sandbox::docker::DockerBackend,
 ) -> Result<Arc<dyn sandbox::Backend>, RunError> {
-    match settings.backend {
-        crate::config::BackendKind::Docker => Ok(Arc::new(docker)),
-        crate::config::BackendKind::Swarm => {
-            let relay = crate::images::resolve_for_run(&docker, "python")
-                .await
-                .map_err(|reason| RunError::Image {
-                    image: "python".into(),
-                    task: "(the swarm backend's relays)".into(),
-                    reason,
-                })?;
-            let pool = settings
-                .swarm_subnet_pool
-                .parse()
-                .map_err(RunError::Docker)?;
-            let transport = settings.swarm_transport.parse().map_err(RunError::Docker)?;
-            let swarm = sandbox::SwarmBackend::new(docker, relay)
-                .await
-                .map_err(RunError::Docker)?
-                .with_transport(transport)
-                .with_overlay_pool(pool)
-                .with_constraints(settings.swarm_constraint_list())
-                .with_forwarded_ports(vec![white_agent_adapter::contract::DEFAULT_PORT]);
-            Ok(Arc::new(swarm))
-        }
+    let mut config = settings.backend_config().map_err(RunError::Docker)?;
+    if let sandbox::BackendConfig::Swarm(swarm) = &mut config {
+        // the relays' image, built here when the engine lacks it
+        swarm.relay_image = crate::images::resolve_for_run(&docker, "python")
+            .await
+            .map_err(|reason| RunError::Image {
+                image: "python".into(),
+                task: "(the swarm backend's relays)".into(),
+                reason,
+            })?;
     }
+    config.connect(docker).await.map_err(RunError::Docker)
 }
 
 /// Where staged agent CLIs are cached (content-addressed, shared by runs):

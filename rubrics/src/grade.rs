@@ -300,6 +300,32 @@ pub async fn grade(spec: &GradingSpec, ctx: &GradingContext<'_>) -> GradeReport 
     report
 }
 
+/// The report of a grading whose budget ran out before any grader could run (the agent's
+/// outputs took it all to reach the grading sandbox): every grader `timeout`, score 0, with
+/// `why`. The agent's outcome, never an infrastructure failure.
+pub fn over_budget(spec: &GradingSpec, ctx: &GradingContext<'_>, why: &str) -> GradeReport {
+    let results = spec
+        .graders
+        .iter()
+        .map(|g| {
+            let mut r = GraderResult::outcome(
+                &g.name,
+                g.check.kind(),
+                &g.dimension,
+                g.weight,
+                Status::Timeout,
+                0.0,
+            );
+            r.details = vec![why.to_owned()];
+            r
+        })
+        .collect();
+    let weights = effective_weights(spec, ctx.weights_override.as_ref());
+    let mut report = combine(results, &weights, spec.pass_threshold);
+    report.flags = vec![why.to_owned()];
+    report
+}
+
 async fn stage_scripts(env: &Env<'_, '_>) -> Result<(), String> {
     if env.ctx.harness_staged {
         return Ok(());

@@ -2,6 +2,7 @@
 //! engine (weighted dimensions, PaperBench trees), the LLM judge and statistics.
 
 pub mod allclose;
+pub mod bounds;
 pub mod checks;
 pub mod csv_compare;
 mod env;

@@ -113,8 +113,4 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
-    /// The kube backend (`sandbox::kube`): API failures, pods that cannot start, and the
-    /// parts it does not implement.
-    #[error(transparent)]
-    Kube(Box<crate::kube::KubeError>),
 }

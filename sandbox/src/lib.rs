@@ -3,8 +3,7 @@
 //! [`DockerBackend`] (containers, through bollard) and [`SwarmBackend`] (Docker Swarm services
 //! on per-trial overlays; files and execs through a sandbox runner over HTTP, or this node's
 //! engine) implement
-//! [`Backend`]; so does [`KubeBackend`], a skeleton over kube-rs (Pods and NetworkPolicies,
-//! tested against a mock API server only, never run on a cluster, exec and copies not built). Higher crates create a
+//! [`Backend`] (a Kubernetes design, not built: `docs/kubernetes.md`). Higher crates create a
 //! [`Sandbox`] from a [`SandboxSpec`], copy files in, [`Sandbox::exec`] commands with deadlines
 //! and output caps, copy outputs out, and remove it.
 //!
@@ -14,8 +13,8 @@
 //! [`DockerBackend::with_subnet_pool`]); [`Sandbox::copy_in_many`] copies several host paths in
 //! one upload.
 //!
-//! Modules: [`child`] (a supervised host process: own process group, streamed stdout, tree
-//! kill), [`docker`] (the backend), [`swarm`] (the Swarm backend), [`images`] (offline image
+//! Modules: [`BackendConfig`] (which backend, and its one `connect`), [`child`] (a supervised
+//! host process: own process group, streamed stdout, tree kill), [`docker`] (the backend), [`swarm`] (the Swarm backend), [`images`] (offline image
 //! builds and name resolution), [`SignalReaper`] (SIGINT/SIGTERM → remove a run's objects; the
 //! caller exits), [`OwnerLock`] (the `flock` whose holder owns a run's objects),
 //! [`Backend::adopt`] (a resumed run takes over its live agent containers), [`Capacity`]
@@ -34,22 +33,25 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod backends;
 mod capacity;
 pub mod child;
 pub mod distribute;
 pub mod docker;
 mod error;
 pub mod images;
-pub mod kube;
+mod objects;
 mod owner_lock;
+mod reap_policy;
 mod runner;
 mod signals;
+mod spec_check;
 pub mod swarm;
 mod tarball;
+pub use backends::{BackendConfig, BackendKind, SwarmConfig};
 pub use capacity::{Bytes, Capacity, Needs, NeverFits, NodeCapacity, Room};
 pub use docker::{DockerBackend, SubnetPool};
 pub use error::SandboxError;
-pub use kube::KubeBackend;
 pub use owner_lock::OwnerLock;
 pub use signals::{Signal, SignalReaper};
 pub use swarm::SwarmBackend;
@@ -153,6 +155,9 @@ pub struct NetworkHandle {
     pub allowed_endpoint: Option<std::net::SocketAddr>,
 }
 
+/// The platform's default sandbox user: uid/gid 1000 (`agent` in the platform images).
+pub const DEFAULT_USER: &str = "1000:1000";
+
 /// Everything needed to create a sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -163,7 +168,7 @@ pub struct SandboxSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory inside the sandbox (created if missing).
     pub workdir: String,
-    /// User to run as; `None` means the platform's non-root default (uid 1000).
+    /// User to run as; `None` means the platform's non-root default ([`DEFAULT_USER`]).
     pub user: Option<String>,
     pub limits: Limits,
     pub mounts: Vec<ReadOnlyMount>,

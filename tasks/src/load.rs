@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use rubrics::bounds;
 use rubrics::checks::Locate;
 use rubrics::{Check, CheckSpec, GradingSpec};
 use sha2::{Digest, Sha256};
@@ -440,32 +441,26 @@ impl Checker {
                 "empty image; use `python`, `sci` or an image reference",
             );
         }
-        if !(env.cpus.is_finite() && env.cpus > 0.0) {
-            self.push(
-                span.clone(),
-                "environment.cpus",
-                format!("{} is not a positive number of CPUs", env.cpus),
-            );
-        }
-        if env.memory_mb < 64 {
-            self.push(
-                span.clone(),
-                "environment.memory_mb",
-                format!(
-                    "{} MiB is too little memory; give at least 64",
-                    env.memory_mb
-                ),
-            );
-        }
-        if env.agent_timeout_secs == 0 {
-            self.push(
-                span.clone(),
-                "environment.agent_timeout_secs",
-                "must be positive",
-            );
-        }
-        if env.grading_timeout_secs == 0 {
-            self.push(span, "environment.grading_timeout_secs", "must be positive");
+        let numbers = [
+            ("cpus", bounds::CPUS.outside(env.cpus)),
+            ("memory_mb", bounds::MEMORY_MB.outside(env.memory_mb)),
+            (
+                "agent_timeout_secs",
+                bounds::TIMEOUT_SECS.outside(env.agent_timeout_secs),
+            ),
+            (
+                "grading_timeout_secs",
+                bounds::TIMEOUT_SECS.outside(env.grading_timeout_secs),
+            ),
+        ];
+        for (key, problem) in numbers {
+            if let Some(message) = problem {
+                let at = span
+                    .as_ref()
+                    .and_then(|s| self.find_key(key, &(s.start..self.source.len())))
+                    .or(span.clone());
+                self.push(at, &format!("environment.{key}"), message);
+            }
         }
     }
 
@@ -614,18 +609,21 @@ impl Checker {
                 "no graders; a task needs at least one",
             );
         }
-        if !(0.0..=1.0).contains(&spec.pass_threshold) {
+        if let Some(message) = bounds::PASS_THRESHOLD.outside(spec.pass_threshold) {
             self.push(
                 self.find_key("pass_threshold", &span).or(here.clone()),
                 "grading.pass_threshold",
-                format!("{} is not in [0, 1]", spec.pass_threshold),
+                message,
             );
         }
-        if spec.timeout_secs == Some(0) {
+        if let Some(message) = spec
+            .timeout_secs
+            .and_then(|t| bounds::TIMEOUT_SECS.outside(t))
+        {
             self.push(
                 self.find_key("timeout_secs", &span).or(here.clone()),
                 "grading.timeout_secs",
-                "must be positive",
+                message,
             );
         }
         let known: BTreeSet<String> = match &spec.dimensions {
@@ -633,11 +631,11 @@ impl Checker {
                 let dims_span = self.find_key("dimensions", &span).or(here.clone());
                 let mut sum = 0.0;
                 for (name, weight) in dims {
-                    if !(weight.is_finite() && *weight >= 0.0) {
+                    if let Some(message) = bounds::DIMENSION_WEIGHT.outside(*weight) {
                         self.push(
                             self.find_key(name, &span).or(dims_span.clone()),
                             &format!("grading.dimensions.{name}"),
-                            format!("weight {weight} is not a non-negative number"),
+                            format!("weight {message}"),
                         );
                     }
                     sum += weight;
@@ -683,8 +681,12 @@ impl Checker {
                     format!("unknown dimension `{}`; known: {list}", grader.dimension),
                 );
             }
-            if !(grader.weight.is_finite() && grader.weight >= 0.0) {
-                self.push(gspan.clone(), &format!("{field}.weight"), format!("weight {} is not a non-negative number (0 makes a grader a pure gate, e.g. `forbidden_api`)", grader.weight));
+            if let Some(message) = bounds::GRADER_WEIGHT.outside(grader.weight) {
+                self.push(
+                    self.find_key("weight", &span).or(gspan.clone()),
+                    &format!("{field}.weight"),
+                    format!("weight {message}"),
+                );
             }
             self.check_check(&grader.check, &format!("{field}.check"), &span, hidden_dir);
         }

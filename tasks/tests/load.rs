@@ -211,7 +211,7 @@ fn bad_tasks_fail_with_precise_messages() {
             )],
             line: Some(33),
             field: "grading.graders[1].check.rtol",
-            message: "not a non-negative tolerance",
+            message: "-1 is out of range: allowed 0..=1000000000 (a tolerance)",
         },
         Case {
             name: "unknown kind",
@@ -432,8 +432,14 @@ fn bad_tasks_fail_with_precise_messages() {
             message: "graderz",
         },
     ];
+    assert_cases(&cases);
+}
+
+/// Loads the good task edited by each case: every case must fail with its message, line and
+/// field.
+fn assert_cases(cases: &[Case]) {
     let mut failures = Vec::new();
-    for case in &cases {
+    for case in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         good_task(dir.path());
         for edit in &case.edits {
@@ -483,6 +489,122 @@ fn bad_tasks_fail_with_precise_messages() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Every number a task file gives has a range, and a value outside it is refused with the
+/// allowed range in the message, at the number's line.
+#[test]
+fn numbers_out_of_range_name_the_allowed_range() {
+    let toml = |from: &'static str, to: &'static str| vec![Edit::Toml(from, to)];
+    let cases = vec![
+        Case {
+            name: "too little memory",
+            edits: toml("memory_mb = 512", "memory_mb = 32"),
+            line: Some(9),
+            field: "environment.memory_mb",
+            message: "32 is out of range: allowed 64..=1048576 (MiB",
+        },
+        Case {
+            name: "absurd memory",
+            edits: toml("memory_mb = 512", "memory_mb = 99999999999"),
+            line: Some(9),
+            field: "environment.memory_mb",
+            message: "allowed 64..=1048576",
+        },
+        Case {
+            name: "zero CPUs",
+            edits: toml("memory_mb = 512", "memory_mb = 512\ncpus = 0.0"),
+            line: Some(10),
+            field: "environment.cpus",
+            message: "allowed 0.01..=1024 (CPUs)",
+        },
+        Case {
+            name: "NaN CPUs",
+            edits: toml("memory_mb = 512", "memory_mb = 512\ncpus = nan"),
+            line: Some(10),
+            field: "environment.cpus",
+            message: "NaN is out of range",
+        },
+        Case {
+            name: "zero agent timeout",
+            edits: toml("memory_mb = 512", "memory_mb = 512\nagent_timeout_secs = 0"),
+            line: Some(10),
+            field: "environment.agent_timeout_secs",
+            message: "allowed 1..=604800 (seconds, up to 7 days)",
+        },
+        Case {
+            name: "grading timeout of years",
+            edits: toml(
+                "memory_mb = 512",
+                "memory_mb = 512\ngrading_timeout_secs = 1000000000000",
+            ),
+            line: Some(10),
+            field: "environment.grading_timeout_secs",
+            message: "1000000000000 is out of range: allowed 1..=604800",
+        },
+        Case {
+            name: "grading budget of zero",
+            edits: toml("[grading]\n", "[grading]\ntimeout_secs = 0\n"),
+            line: Some(21),
+            field: "grading.timeout_secs",
+            message: "allowed 1..=604800",
+        },
+        Case {
+            name: "pass threshold above 1",
+            edits: toml("[grading]\n", "[grading]\npass_threshold = 1.5\n"),
+            line: Some(21),
+            field: "grading.pass_threshold",
+            message: "1.5 is out of range: allowed 0..=1 (a score)",
+        },
+        Case {
+            name: "negative dimension weight",
+            edits: vec![
+                Edit::Toml("code_correctness = 0.5", "code_correctness = 1.5"),
+                Edit::Toml("task_completeness = 0.5", "task_completeness = -0.5"),
+            ],
+            line: Some(22),
+            field: "grading.dimensions.code_correctness",
+            message: "weight 1.5 is out of range: allowed 0..=1",
+        },
+        Case {
+            name: "huge grader weight",
+            edits: toml("name = \"files\"", "name = \"files\"\nweight = 1e300"),
+            line: Some(32),
+            field: "grading.graders[1].weight",
+            message: "allowed 0..=1000000",
+        },
+        Case {
+            name: "infinite tolerance",
+            edits: toml(
+                "check = { kind = \"files_exist\", outputs = [\"out.txt\"] }",
+                "check = { kind = \"reproduce\", argv = [\"sh\", \"run.sh\"], outputs = [\"out.txt\"], atol = inf }",
+            ),
+            line: Some(33),
+            field: "grading.graders[1].check.atol",
+            message: "inf is out of range: allowed 0..=1000000000 (a tolerance)",
+        },
+        Case {
+            name: "a column tolerance below zero",
+            edits: vec![Edit::Toml(
+                "check = { kind = \"files_exist\", outputs = [\"out.txt\"] }",
+                "check = { kind = \"csv\", output = \"out.csv\", hidden_expected = \"tests/test_out.py\", column_tolerances = { y = [0.1, -1.0] } }",
+            )],
+            line: Some(33),
+            field: "grading.graders[1].check.column_tolerances",
+            message: "column `y`: atol -1 is out of range: allowed 0..=1000000000",
+        },
+        Case {
+            name: "a SciCode case deadline of zero",
+            edits: vec![Edit::Toml(
+                "check = { kind = \"files_exist\", outputs = [\"out.txt\"] }",
+                "check = { kind = \"scicode_steps\", hidden_cases = \"tests/test_out.py\", output = \"out.py\", case_timeout_secs = 0 }",
+            )],
+            line: Some(33),
+            field: "grading.graders[1].check.case_timeout_secs",
+            message: "0 is out of range: allowed 1..=604800",
+        },
+    ];
+    assert_cases(&cases);
 }
 
 #[test]

@@ -184,6 +184,12 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
             .collect();
         assert_eq!(tasks.len(), 1, "{id} ({}): {attempts:#?}", t.planned.agent);
         taken_over += attempts.iter().filter(|a| a.kind == "reattached").count();
+        let counted = t.result.as_ref().map(|r| r.attempts as usize);
+        assert_eq!(
+            counted,
+            Some(attempts.len()),
+            "{id}: trials.attempts agrees with the attempts table"
+        );
         if t.planned.agent.starts_with("cmd:") {
             let calls = proxy_calls(calls_dir.path(), id);
             assert_eq!(calls.len(), 1, "{id} ran once: {calls:?}");

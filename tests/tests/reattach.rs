@@ -196,6 +196,8 @@ async fn a_killed_run_resumes_by_reattaching_and_a_second_resume_refuses() {
             attempts[0].a2a_task_id, attempts[1].a2a_task_id,
             "{id}: the same task was followed"
         );
+        // The trial's attempts count is the attempts table's (the dead process's one included).
+        assert_eq!(r.attempts as usize, attempts.len(), "{id}: {r:?}");
         // Its start call (first process) and its end call (the resumed proxy, same token).
         let calls = proxy_calls(&calls_dir, id);
         let statuses: Vec<u64> = calls

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sandbox::{CopyIn, NetworkPolicy, Owner, Role, Sandbox, SandboxSpec};
 
@@ -65,10 +65,28 @@ pub(crate) async fn prewarm(
     rubrics::grade::prewarm_probes(input.task.grading(), &ctx).await
 }
 
+/// The grading budget of `input`'s task: the run's `--grade-timeout`, or the task's own when
+/// lower.
+fn budget(env: &RunEnv, input: &TrialInput) -> Duration {
+    let task_limit = Duration::from_secs(
+        input
+            .task
+            .grading()
+            .timeout_secs
+            .unwrap_or(input.task.agent_view().environment.grading_timeout_secs)
+            .max(1),
+    );
+    env.settings.grade_timeout.get().min(task_limit)
+}
+
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
 /// [`create`]). Called only once the agent's sandbox is stopped or removed. The graders run
 /// once `prewarmed` (the end of [`prewarm`] in `sb`): no agent code runs beside a trusted
 /// probe, whose failure would read as the image's.
+///
+/// The grading budget counts from here: staging the outputs, their one upload and the wait
+/// for the probes take from it, the graders get what is left. Outputs whose upload does not
+/// fit it are scored 0 as `timeout` (the agent's outcome, not an infrastructure failure).
 pub(crate) async fn grade(
     env: &RunEnv,
     input: &TrialInput,
@@ -76,6 +94,8 @@ pub(crate) async fn grade(
     outputs_dir: &Path,
     prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
 ) -> Result<rubrics::GradeReport, InfraError> {
+    let began = Instant::now();
+    let budget = budget(env, input);
     let view = input.task.agent_view();
     // Scratch for graders (reports, JUnit XML) and our harness in it, root-owned.
     let scratch = tempfile::tempdir().map_err(io("creating a scratch folder"))?;
@@ -94,24 +114,48 @@ pub(crate) async fn grade(
     // (`reproduce` re-runs with its code and these only; the forbidden-API scan skips them).
     let inputs = format!("{GRADER_WORK}/inputs");
     items.push(CopyIn::new(view.workspace.dir(), &inputs).owned_by(0, 0));
-    // The snapshot graders compare against, built here from the same folders (else the
-    // grading takes it in the container).
-    let snapshot = rubrics::grade::StagedSnapshot::of(&[view.workspace.dir(), outputs_dir]);
-    if let Some(s) = &snapshot {
-        items.extend(s.copy_ins(GRADER_WORK));
-    }
-    sb.copy_in_many(&items).await?;
-    let prewarmed = prewarmed.await;
-    let task_limit = Duration::from_secs(
-        input
-            .task
-            .grading()
-            .timeout_secs
-            .unwrap_or(view.environment.grading_timeout_secs)
-            .max(1),
-    );
-    let timeout = env.settings.grade_timeout.get().min(task_limit);
-    let mut ctx = rubrics::GradingContext::new(sb, timeout);
+    let left = |began: Instant| budget.saturating_sub(began.elapsed());
+    // Within the budget: the snapshot graders compare against, built here from the same
+    // folders (a walk of every output: off the runtime, so that the budget can end it; else
+    // the grading takes it in the container), the one upload, the probes.
+    let sources = [
+        view.workspace.dir().to_path_buf(),
+        outputs_dir.to_path_buf(),
+    ];
+    let ready = tokio::time::timeout(left(began), async {
+        let snapshot = tokio::task::spawn_blocking(move || {
+            rubrics::grade::StagedSnapshot::of(&[sources[0].as_path(), sources[1].as_path()])
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(s) = &snapshot {
+            items.extend(s.copy_ins(GRADER_WORK));
+        }
+        sb.copy_in_many(&items).await?;
+        let prewarmed = prewarmed.await;
+        Ok::<_, sandbox::SandboxError>((snapshot, prewarmed))
+    })
+    .await;
+    let staged = match ready {
+        Ok(Err(e)) => return Err(e.into()),
+        Ok(Ok(ready)) => Some(ready),
+        Err(_) => None,
+    };
+    let remaining = left(began);
+    let mut ctx = rubrics::GradingContext::new(sb, remaining);
+    let Some((snapshot, prewarmed)) = staged.filter(|_| !remaining.is_zero()) else {
+        let why = format!(
+            "the grading budget of {} s ran out before any grader ran: staging and uploading the agent's outputs took {:.1} s",
+            budget.as_secs(),
+            began.elapsed().as_secs_f64()
+        );
+        return Ok(rubrics::grade::over_budget(
+            input.task.grading(),
+            &ctx,
+            &why,
+        ));
+    };
     ctx.judge = env.judge.as_deref();
     ctx.harness_staged = true;
     ctx.snapshot_staged = snapshot.is_some();

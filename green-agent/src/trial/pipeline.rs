@@ -38,8 +38,20 @@ enum How {
     Reattach(Box<Left>),
 }
 
-/// Runs a trial to its outcome, retrying infrastructure failures; never fails.
+/// Runs a trial to its outcome, retrying infrastructure failures; never fails. Its `attempts`
+/// is the number of attempts the store holds for the trial, those of a process that died
+/// before this one (abandoned, reattached) included.
 pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
+    let mut r = attempts(env, input).await;
+    match env.store.attempts(&env.run_id, &input.planned.id).await {
+        Ok(rows) => r.attempts = u32::try_from(rows.len()).unwrap_or(u32::MAX),
+        Err(e) => warn!(error = %e, "could not count the trial's attempts in the store"),
+    }
+    r
+}
+
+/// The attempts of a trial, up to its outcome (retries of infrastructure failures included).
+async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
     let span = info_span!("trial", trial_id = %crate::identity::short(&input.planned.id), task = %input.planned.task_id, agent = %input.planned.agent);
     async {
         if input.agent == AgentSpec::Oracle && input.task.oracle_solution().is_none() {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::checks::{PathField, Problem, tolerance};
+use crate::checks::{Locate, PathField, Problem, tolerance};
 use crate::csv_compare::{self, CsvError, CsvRules, MAX_CSV_BYTES, NanPolicy};
 use crate::env::{Env, FileRead, Outcome, tryf};
 use crate::report::TestResult;
@@ -44,9 +44,20 @@ impl CheckSpec for Csv {
         vec![PathField::new("output", &self.output)]
     }
     fn validate(&self) -> Vec<Problem> {
+        let columns = self.column_tolerances.iter().flat_map(|(column, (r, a))| {
+            [("rtol", r), ("atol", a)].into_iter().filter_map(move |(k, t)| {
+                let message = crate::bounds::TOLERANCE.outside(*t)?;
+                Some(Problem::new(
+                    "column_tolerances",
+                    Locate::Key,
+                    format!("column `{column}`: {k} {message}"),
+                ))
+            })
+        });
         [tolerance("rtol", self.rtol), tolerance("atol", self.atol)]
             .into_iter()
             .flatten()
+            .chain(columns)
             .collect()
     }
 }

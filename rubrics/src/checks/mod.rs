@@ -112,16 +112,10 @@ pub(crate) trait Run: CheckSpec + Sync {
     }
 }
 
-/// A tolerance key that must be finite and non-negative when present.
+/// A tolerance key that must lie in [`crate::bounds::TOLERANCE`] when present.
 pub(crate) fn tolerance(key: &'static str, value: Option<f64>) -> Option<Problem> {
-    let t = value?;
-    (!(t.is_finite() && t >= 0.0)).then(|| {
-        Problem::new(
-            key,
-            Locate::Key,
-            format!("{t} is not a non-negative tolerance"),
-        )
-    })
+    let message = crate::bounds::TOLERANCE.outside(value?)?;
+    Some(Problem::new(key, Locate::Key, message))
 }
 
 /// A list that must not be empty.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::json;
 
-use crate::checks::PathField;
+use crate::checks::{Locate, PathField, Problem};
 use crate::checks::agent_run::AgentRun;
 use crate::checks::unittest::row_to_test;
 use crate::env::{Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
@@ -36,6 +36,15 @@ impl CheckSpec for ScicodeSteps {
     }
     fn output_paths(&self) -> Vec<PathField<'_>> {
         vec![PathField::new("output", &self.output)]
+    }
+    fn validate(&self) -> Vec<Problem> {
+        let message = self
+            .case_timeout_secs
+            .and_then(|t| crate::bounds::TIMEOUT_SECS.outside(t));
+        message
+            .map(|m| Problem::new("case_timeout_secs", Locate::Key, m))
+            .into_iter()
+            .collect()
     }
 }
 

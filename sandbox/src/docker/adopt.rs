@@ -102,7 +102,7 @@ async fn take(
     let user = config
         .user
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| super::DEFAULT_USER.to_string());
+        .unwrap_or_else(|| crate::DEFAULT_USER.to_string());
     let mut sandbox = DockerSandbox {
         docker: backend.docker.clone(),
         endpoint: backend.endpoint.clone(),

@@ -6,7 +6,8 @@ use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerO
 use bytes::Bytes;
 use futures::StreamExt;
 
-use super::{DockerSandbox, api_error, check_sandbox_path, status_of};
+use super::{DockerSandbox, api_error, status_of};
+use crate::spec_check::check_sandbox_path;
 use crate::tarball;
 use crate::{CopiedOut, CopyIn, EscapingLinks, SandboxError};
 

@@ -27,7 +27,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
 use super::{api_error, exec::oom_kills};
-use crate::runner::{ExecAnswer, ExecBody, RUNNER_PY};
+use crate::runner::{ExecAnswer, ExecBody, MAX_REQUEST, SMALL_ANSWER};
 use crate::{ExecOutcome, ExecRequest, SandboxError};
 
 /// What the shell prints when the runner is not (or no longer) there.
@@ -38,13 +38,6 @@ const MARGIN: Duration = Duration::from_secs(60);
 
 /// How long the first exec waits for the runner to say it is ready (or gone).
 const READY: Duration = Duration::from_secs(30);
-
-/// Bytes of one answer beyond its two hex-encoded streams.
-const SMALL_ANSWER: usize = 64 * 1024;
-
-/// The runner's bound on one request line (`MAX_JSON` in `runner.py`); a longer one goes
-/// through Docker's exec.
-const MAX_REQUEST: usize = 8 * 1024 * 1024;
 
 /// Bytes of the runner's stderr kept for a warning.
 const STDERR_KEEP: usize = 4096;
@@ -59,7 +52,12 @@ pub(super) fn entrypoint(home_set: bool, keep_pwd: bool) -> Vec<String> {
     let script = format!(
         "{unset}if command -v python3 >/dev/null 2>&1; then python3 -I -B -c \"$0\" --stdio{flags}; fi; echo '{GONE}'; command -v sleep >/dev/null 2>&1 && exec sleep infinity; exec /bin/sleep infinity"
     );
-    vec!["/bin/sh".into(), "-c".into(), script, RUNNER_PY.into()]
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        script,
+        crate::runner::program().into(),
+    ]
 }
 
 /// Whether the channel is up.

@@ -7,10 +7,8 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures::StreamExt;
 
 use super::{DockerSandbox, api_error};
+use crate::runner::DRAIN_AFTER_KILL;
 use crate::{ExecOutcome, ExecRequest, SandboxError};
-
-/// How long output may keep draining after the deadline's kill.
-const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
 
 /// Keeps the first `cap` bytes of a stream.
 #[derive(Debug)]

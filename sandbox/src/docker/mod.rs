@@ -15,10 +15,8 @@ pub(crate) mod reap;
 pub(crate) mod subnets;
 pub use subnets::SubnetPool;
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,14 +29,13 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
-use crate::child::{proc_stat_field, validate_limits};
+use crate::DEFAULT_USER;
+use crate::objects::{object_labels, object_name};
+use crate::spec_check::{check_sandbox_path, validate_env_names, validate_spec};
 use crate::{
     Backend, CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, NetworkHandle,
-    NetworkPolicy, Owner, Sandbox, SandboxError, SandboxSpec, labels,
+    NetworkPolicy, Owner, Sandbox, SandboxError, SandboxSpec,
 };
-
-/// The platform's default sandbox user: uid/gid 1000 (`agent` in the platform images).
-pub const DEFAULT_USER: &str = "1000:1000";
 
 /// The daemon's socket when `DOCKER_HOST` is unset.
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
@@ -147,125 +144,6 @@ pub(crate) fn status_of(e: &BollardError) -> Option<u16> {
     match e {
         BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
-    }
-}
-
-/// `(pid, start time)` of this process, recorded as the owner of every object we create.
-pub(crate) fn owner_identity() -> (u32, u64) {
-    let pid = std::process::id();
-    (pid, proc_stat_field(pid, 22).unwrap_or(0))
-}
-
-/// The labels of an object owned by `owner` and this process.
-pub(crate) fn object_labels(owner: &Owner) -> HashMap<String, String> {
-    let (pid, start) = owner_identity();
-    let mut l = HashMap::new();
-    l.insert(labels::MANAGED.to_string(), "true".to_string());
-    l.insert(labels::RUN.to_string(), owner.run_id.clone());
-    if let Some(trial) = &owner.trial_id {
-        l.insert(labels::TRIAL.to_string(), trial.clone());
-    }
-    l.insert(labels::ROLE.to_string(), owner.role.to_string());
-    l.insert(labels::OWNER_PID.to_string(), pid.to_string());
-    l.insert(labels::OWNER_START.to_string(), start.to_string());
-    if let Some(lock) = crate::owner_lock::labelled() {
-        l.insert(labels::OWNER_LOCK.to_string(), lock.display().to_string());
-    }
-    l
-}
-
-/// A Docker-safe, recognisable object name: `rb-<run>-<role>-<unique>`.
-pub(crate) fn object_name(owner: &Owner) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let run: String = owner
-        .run_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(40)
-        .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "rb-{run}-{}-{:x}{:x}{n:x}",
-        owner.role,
-        std::process::id(),
-        nanos
-    )
-}
-
-/// Checks a path inside the sandbox: absolute, and no `.`/`..` components.
-pub(crate) fn check_sandbox_path(path: &str) -> Result<(), SandboxError> {
-    use std::path::Component;
-    let p = Path::new(path);
-    if !p.is_absolute() {
-        return Err(SandboxError::InvalidSpec(format!(
-            "sandbox path `{path}` must be absolute"
-        )));
-    }
-    if p.components()
-        .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
-    {
-        return Err(SandboxError::PathOutsideSandbox {
-            path: path.to_string(),
-        });
-    }
-    Ok(())
-}
-
-pub(crate) fn validate_spec(spec: &SandboxSpec) -> Result<(), SandboxError> {
-    validate_limits(&spec.limits)?;
-    if spec.image.trim().is_empty() {
-        return Err(SandboxError::InvalidSpec("the image name is empty".into()));
-    }
-    check_sandbox_path(&spec.workdir)?;
-    if spec.owner.run_id.is_empty() {
-        return Err(SandboxError::InvalidSpec(
-            "the owner's run id is empty".into(),
-        ));
-    }
-    if let Some(command) = &spec.command
-        && command.is_empty()
-    {
-        return Err(SandboxError::InvalidSpec(
-            "`command` is an empty list; use None for an idle sandbox".into(),
-        ));
-    }
-    for m in &spec.mounts {
-        check_sandbox_path(&m.sandbox_path)?;
-        if !m.host_path.is_absolute() || !m.host_path.exists() {
-            return Err(SandboxError::InvalidSpec(format!(
-                "mount source `{}` must be an existing absolute host path",
-                m.host_path.display()
-            )));
-        }
-        if m.host_path.to_string_lossy().contains(':') || m.sandbox_path.contains(':') {
-            return Err(SandboxError::InvalidSpec(format!(
-                "mount paths may not contain `:` (`{}`)",
-                m.host_path.display()
-            )));
-        }
-    }
-    validate_env_names(spec.env.keys())
-}
-
-/// Docker passes the environment as `KEY=value` strings: a name must be non-empty and free of `=`.
-pub(crate) fn validate_env_names<'a>(
-    mut names: impl Iterator<Item = &'a String>,
-) -> Result<(), SandboxError> {
-    match names.find(|key| key.is_empty() || key.contains('=')) {
-        Some(key) => Err(SandboxError::InvalidSpec(format!(
-            "environment variable name `{key}` is invalid"
-        ))),
-        None => Ok(()),
     }
 }
 

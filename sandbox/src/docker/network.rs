@@ -20,7 +20,8 @@ use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use bollard::query_parameters::ListNetworksOptions;
 
 use super::subnets::SubnetAllocator;
-use super::{DockerBackend, api_error, object_labels, object_name, status_of};
+use super::{DockerBackend, api_error, status_of};
+use crate::objects::{object_labels, object_name};
 use crate::{NetworkHandle, Owner, SandboxError};
 
 const IPTABLES: &str = "iptables";

@@ -187,7 +187,7 @@ pub(crate) struct PoolUse {
 impl SubnetAllocator {
     pub(crate) fn new(pool: SubnetPool) -> Self {
         // Processes start their scans at different places, so concurrent runs rarely collide.
-        let (pid, start) = super::owner_identity();
+        let (pid, start) = crate::objects::owner_identity();
         let next = (pid.wrapping_mul(2_654_435_761) ^ start as u32) % pool.len();
         Self {
             pool,

@@ -9,7 +9,8 @@ use bollard::models::{LocalNodeState, SwarmInitRequest};
 use bollard::query_parameters::LeaveSwarmOptions;
 
 use crate::SandboxError;
-use crate::docker::{DockerBackend, api_error, owner_identity, status_of};
+use crate::docker::{DockerBackend, api_error, status_of};
+use crate::objects::owner_identity;
 
 /// The local node's Swarm state, as text for messages.
 fn state_text(state: Option<LocalNodeState>) -> String {

@@ -279,7 +279,7 @@ impl SwarmBackend {
     /// Removes this backend's objects whose owner process is dead, only within `run_id` when
     /// given.
     pub async fn reap_dead(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
-        reap::reap(self, run_id, crate::docker::reap::Reap::Dead).await
+        reap::reap(self, run_id, crate::reap_policy::Reap::Dead).await
     }
 }
 
@@ -317,9 +317,9 @@ impl Backend for SwarmBackend {
 
     async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
         let mode = if run_id.is_none() {
-            crate::docker::reap::Reap::Dead
+            crate::reap_policy::Reap::Dead
         } else {
-            crate::docker::reap::Reap::All
+            crate::reap_policy::Reap::All
         };
         reap::reap(self, run_id, mode).await
     }
@@ -335,7 +335,7 @@ impl Backend for SwarmBackend {
     /// Swarm services are not adopted yet: every object of the run is removed and its trials
     /// that were running start over (README "Known limits").
     async fn adopt(&self, run_id: &str) -> Result<crate::Adoption, SandboxError> {
-        let removed = reap::reap(self, Some(run_id), crate::docker::reap::Reap::All).await?;
+        let removed = reap::reap(self, Some(run_id), crate::reap_policy::Reap::All).await?;
         Ok(crate::Adoption {
             agents: Vec::new(),
             removed,
@@ -671,7 +671,7 @@ async fn copy_in_dir(
     host_dir: &Path,
     sandbox_dir: &str,
 ) -> Result<(), SandboxError> {
-    crate::docker::check_sandbox_path(sandbox_dir)?;
+    crate::spec_check::check_sandbox_path(sandbox_dir)?;
     if !host_dir.is_dir() {
         return Err(SandboxError::InvalidSpec(format!(
             "copy-in source `{}` is not a directory",

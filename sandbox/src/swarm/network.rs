@@ -19,7 +19,8 @@ use futures::StreamExt;
 
 use super::SwarmBackend;
 use crate::docker::network::{Driver, create_fenced, create_in_pool, docker_message};
-use crate::docker::{api_error, object_labels, object_name, remove_container, status_of};
+use crate::docker::{api_error, remove_container, status_of};
+use crate::objects::{object_labels, object_name};
 use crate::{Backend, NetworkHandle, Owner, SandboxError};
 
 /// The embedded relay program (`python3 -I -c`).

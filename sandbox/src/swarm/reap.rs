@@ -8,7 +8,7 @@ use bollard::query_parameters::{ListNetworksOptions, ListServicesOptions};
 use super::{SwarmBackend, network};
 use crate::SandboxError;
 use crate::docker::api_error;
-use crate::docker::reap::{Reap, doomed, filters};
+use crate::reap_policy::{Reap, doomed, filters};
 
 pub(super) async fn reap(
     backend: &SwarmBackend,

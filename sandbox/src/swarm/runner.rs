@@ -21,12 +21,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
 use crate::docker::archive::{extract_stream, spool_items};
-use crate::docker::{check_sandbox_path, validate_env_names};
-use crate::runner::{ExecAnswer, ExecBody};
+use crate::runner::{ExecAnswer, ExecBody, SMALL_ANSWER};
+use crate::spec_check::{check_sandbox_path, validate_env_names};
 use crate::{CopiedOut, CopyIn, EscapingLinks, ExecOutcome, ExecRequest, SandboxError};
-
-/// The embedded runner program (a Swarm config, run with `python3 -I`).
-pub(super) use crate::runner::RUNNER_PY;
 
 /// Where the runner program is mounted in the container (root-only, 0400).
 pub(super) const RUNNER_PATH: &str = "/run/rb-runner.py";
@@ -52,14 +49,13 @@ const COPY: Duration = Duration::from_secs(30 * 60);
 /// Time given to an exec past its own deadline (spawn, the kill, the answer).
 const EXEC_MARGIN: Duration = Duration::from_secs(60);
 
-/// Largest error or small answer read from the runner.
-const SMALL_ANSWER: usize = 64 * 1024;
-
 /// How long the runner may take to answer after its task runs.
 const READY: Duration = Duration::from_secs(60);
 
-/// The longest wait for the main command asked of the runner in one request.
+/// The longest wait for the main command asked of the runner in one request (under the
+/// runner's own bound).
 const WAIT_SLICE: Duration = Duration::from_secs(20);
+const _: () = assert!(WAIT_SLICE.as_secs() < crate::runner::MAX_WAIT.as_secs());
 
 type Body = BoxBody<Bytes, std::io::Error>;
 

@@ -11,9 +11,10 @@ use bollard::models::{
 use bollard::query_parameters::{ListConfigsOptions, ListSecretsOptions};
 
 use super::SwarmBackend;
-use super::runner::{RUNNER_PATH, RUNNER_PY, TOKEN_FILE};
-use crate::docker::reap::{Reap, doomed, filters};
-use crate::docker::{api_error, object_labels, status_of};
+use super::runner::{RUNNER_PATH, TOKEN_FILE};
+use crate::docker::{api_error, status_of};
+use crate::objects::object_labels;
+use crate::reap_policy::{Reap, doomed, filters};
 use crate::{Owner, SandboxError};
 
 /// A sandbox's runner config and token secret.
@@ -72,7 +73,7 @@ pub(super) async fn create(
         .create_config(ConfigSpec {
             name: Some(config_name.clone()),
             labels: Some(object_labels(owner)),
-            data: Some(b64.encode(RUNNER_PY)),
+            data: Some(b64.encode(crate::runner::program())),
             ..Default::default()
         })
         .await

@@ -18,10 +18,10 @@ use super::secrets::RunnerObjects;
 use super::{
     Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network, secrets,
 };
-use crate::docker::{
-    DEFAULT_USER, DockerSandbox, api_error, object_labels, object_name, remove_container,
-    status_of, validate_spec,
-};
+use crate::DEFAULT_USER;
+use crate::docker::{DockerSandbox, api_error, remove_container, status_of};
+use crate::objects::{object_labels, object_name};
+use crate::spec_check::validate_spec;
 use crate::{CopyIn, NetworkPolicy, SandboxError, SandboxSpec};
 
 /// What the `http` transport adds to a service: the runner's objects and its one peer.
