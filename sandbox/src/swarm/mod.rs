@@ -79,6 +79,7 @@
 //!   endpoints were still being released.
 
 mod cluster;
+mod names;
 mod network;
 mod nodes;
 mod reap;

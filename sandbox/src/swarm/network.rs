@@ -121,9 +121,9 @@ pub(super) async fn create(
     private: bool,
 ) -> Result<NetworkHandle, SandboxError> {
     let name = if private {
-        super::service::service_name(format!("{}-iso", object_name(owner)))
+        super::names::service_name(format!("{}-iso", object_name(owner)))
     } else {
-        super::service::service_name(format!("{}-ovl", object_name(owner)))
+        super::names::service_name(format!("{}-ovl", object_name(owner)))
     };
     let (overlay_id, overlay_name, subnet) = create_overlay(backend, owner, name).await?;
     let built = async {

@@ -67,8 +67,8 @@ pub(super) async fn create(
     let docker = backend.docker.client();
     let endpoint = &backend.docker.endpoint;
     let b64 = base64::engine::general_purpose::STANDARD;
-    let config_name = super::service::service_name(format!("{name}-runner"));
-    let secret_name = super::service::service_name(format!("{name}-token"));
+    let config_name = super::names::service_name(format!("{name}-runner"));
+    let secret_name = super::names::service_name(format!("{name}-token"));
     let config = docker
         .create_config(ConfigSpec {
             name: Some(config_name.clone()),

@@ -14,6 +14,7 @@ use bollard::models::{
 use bollard::query_parameters::ListTasksOptions;
 
 use super::runner::{MAX_UPLOAD, RUNNER_PATH, RUNNER_PORT, Runner, TOKEN_FILE};
+use super::names::service_name;
 use super::secrets::RunnerObjects;
 use super::{
     Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network, secrets,
@@ -29,19 +30,6 @@ struct RunnerSetup<'a> {
     objects: &'a RunnerObjects,
     /// The relay's overlay address.
     peer: std::net::Ipv4Addr,
-}
-
-/// Swarm's longest service name (a DNS label).
-const MAX_SERVICE_NAME: usize = 63;
-
-/// `name` within [`MAX_SERVICE_NAME`]: the run part is cut, the unique tail kept.
-pub(super) fn service_name(name: String) -> String {
-    if name.len() <= MAX_SERVICE_NAME {
-        return name;
-    }
-    // Object names are ASCII; the tail (role, pid, time, counter) makes them unique.
-    let tail = &name[name.len() - 32..];
-    format!("{}{tail}", &name[..MAX_SERVICE_NAME - 32])
 }
 
 /// The service spec of a sandbox.
@@ -578,18 +566,3 @@ pub(super) async fn remove(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn service_names_fit_a_dns_label_and_keep_their_unique_tail() {
-        let short = "rb-run-agent-1a2b3c".to_string();
-        assert_eq!(service_name(short.clone()), short);
-        let long = format!("rb-{}-grader-7d85c1bc31b7deadbeef", "r".repeat(40));
-        let cut = service_name(long.clone());
-        assert_eq!(cut.len(), MAX_SERVICE_NAME);
-        assert!(cut.starts_with("rb-rrr"), "{cut}");
-        assert!(cut.ends_with("-grader-7d85c1bc31b7deadbeef"), "{cut}");
-    }
-}
