@@ -30,8 +30,8 @@
 //!
 //! Agents that edit through the text of their answers and offer no tools (Aider) need a script
 //! with `text_protocol = true`: every request is then a step (the step is the number of
-//! assistant messages already in the conversation) and each step is answered with its `text`,
-//! written in the agent's own edit format by the script's author.
+//! script's step texts already answered in the conversation) and each step is answered with its
+//! `text`, written in the agent's own edit format by the script's author.
 
 mod render;
 
@@ -57,7 +57,8 @@ pub struct Script {
     #[serde(default)]
     pub chunk_chars: Option<usize>,
     /// The agent offers no tools and edits through its answers' text: every request is a step
-    /// (counted by the assistant messages before it), answered with the step's `text`.
+    /// (counted by the step texts already among the assistant messages), answered with the
+    /// step's `text`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub text_protocol: bool,
 }
@@ -333,18 +334,26 @@ pub(crate) fn step_index(format: WireFormat, req: &Value) -> usize {
     }
 }
 
-/// Number of assistant messages already in the conversation (the step of a text-protocol
-/// script).
-fn answers_so_far(format: WireFormat, req: &Value) -> usize {
+/// The step of a text-protocol script: how many of its steps' texts are already assistant
+/// messages in the conversation (an agent's few-shot examples are assistant messages too, so a
+/// plain count would not do).
+fn answers_so_far(script: &Script, format: WireFormat, req: &Value) -> usize {
     let key = match format {
         WireFormat::OpenAiResponses => "input",
         WireFormat::AnthropicMessages | WireFormat::OpenAiChat => "messages",
     };
+    let texts: Vec<&str> = script
+        .steps
+        .iter()
+        .filter_map(|s| s.text.as_deref().map(str::trim))
+        .collect();
     req.get(key)
         .and_then(Value::as_array)
         .map(|ms| {
             ms.iter()
                 .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .filter_map(|m| m.get("content").and_then(Value::as_str))
+                .filter(|c| texts.contains(&c.trim()))
                 .count()
         })
         .unwrap_or(0)
@@ -470,7 +479,7 @@ pub(crate) fn plan_turn(
     let chunk_chars = script.chunk_chars.unwrap_or(16).max(1);
     let tools = tools_of(format, req);
     if script.text_protocol {
-        let idx = answers_so_far(format, req);
+        let idx = answers_so_far(script, format, req);
         let step = script.steps.get(idx);
         return Turn {
             text: Some(
@@ -575,16 +584,18 @@ mod tests {
             "#,
         )
         .expect("valid script");
-        let first = json!({"messages": [{"role":"system","content":"s"},{"role":"user","content":"go"}]});
+        let first =
+            json!({"messages": [{"role":"system","content":"s"},{"role":"user","content":"go"}]});
         let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &first);
         assert!(t.call.is_none());
         assert_eq!(t.text.as_deref(), Some("out.txt\n```\ndone\n```\n"));
         assert_eq!(t.usage, DEFAULT_STEP_USAGE);
-        let second = json!({"messages": [{"role":"user","content":"go"},{"role":"assistant","content":"x"},{"role":"user","content":"more"}]});
+        // an agent's few-shot example answers do not count
+        let second = json!({"messages": [{"role":"user","content":"e.g."},{"role":"assistant","content":"Ok."},{"role":"user","content":"go"},{"role":"assistant","content":"out.txt\n```\ndone\n```"},{"role":"user","content":"more"}]});
         let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &second);
         assert_eq!(t.text.as_deref(), Some("Done."));
         assert_eq!(t.usage.input_tokens, 7);
-        let third = json!({"messages": [{"role":"assistant","content":"x"},{"role":"assistant","content":"y"}]});
+        let third = json!({"messages": [{"role":"assistant","content":"out.txt\n```\ndone\n```\n"},{"role":"assistant","content":"Done."}]});
         let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &third);
         assert_eq!(t.text.as_deref(), Some("Script finished."));
         assert_eq!(t.usage.output_tokens, 0);
