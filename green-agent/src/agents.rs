@@ -1,10 +1,13 @@
 //! White-agent specs as given on the command line (`oracle`, `nop`, `claude-code:model=…`,
-//! `codex:model=…`, `opencode:model=…`, `cmd:…`, `a2a:URL`) and what each one needs.
+//! `codex:model=…`, `opencode:model=…`, `aider:model=…`, `mini-swe-agent:model=…`, `cmd:…`,
+//! `a2a:URL`) and what each one needs. Every hosted form comes from the adapter's drivers
+//! registry (`white_agent_adapter::drivers`): a new agent CLI needs no change here.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use white_agent_adapter::contract::DriverKind;
+use white_agent_adapter::drivers::SpecForm;
 
 /// One white agent under test.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -13,33 +16,43 @@ pub enum AgentSpec {
     Oracle,
     /// Does nothing (the floor).
     Nop,
-    ClaudeCode {
-        model: String,
-    },
-    Codex {
-        model: String,
-    },
-    OpenCode {
-        model: String,
-    },
+    /// An agent CLI run by its driver against the model proxy.
+    Cli { driver: DriverKind, model: String },
     /// Runs a shell command in `/workspace` (`sh -c`).
-    Command {
-        command: String,
-    },
+    Command { command: String },
     /// An external agent already serving A2A at this URL (receives the workspace as parts:
     /// inline up to `inline_file_max_bytes`, larger files as `url` parts served by the green
     /// agent for the trial; its `url` artifacts are downloaded from the same host only).
-    External {
-        url: String,
-    },
+    External { url: String },
+}
+
+/// The spec forms, for messages: `oracle, nop, claude-code:model=NAME, …, cmd:SHELL COMMAND`.
+fn forms() -> String {
+    DriverKind::ALL
+        .iter()
+        .map(|d| match d.driver().spec_form() {
+            SpecForm::Bare => d.name().to_owned(),
+            SpecForm::Model => format!("{}:model=NAME", d.name()),
+            SpecForm::Command { prefix } => format!("{prefix}:SHELL COMMAND"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The names a request may use for hosted agents (`serve --allow-hosted`): one per driver.
+pub fn hosted_kinds() -> Vec<&'static str> {
+    DriverKind::ALL
+        .iter()
+        .map(|d| match d.driver().spec_form() {
+            SpecForm::Command { prefix } => prefix,
+            _ => d.name(),
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AgentSpecError {
-    #[error(
-        "unknown agent `{0}`: use oracle, nop, claude-code:model=NAME, codex:model=NAME, \
-         opencode:model=PROVIDER/NAME, cmd:SHELL COMMAND or a2a:URL"
-    )]
+    #[error("unknown agent `{0}`: use {forms} or a2a:URL", forms = forms())]
     Unknown(String),
     #[error("agent `{spec}`: {reason}")]
     Invalid { spec: String, reason: String },
@@ -94,28 +107,51 @@ impl AgentSpec {
             Some((h, r)) => (h, Some(r)),
             None => (spec, None),
         };
-        Ok(match head {
-            "oracle" if rest.is_none() => AgentSpec::Oracle,
-            "nop" if rest.is_none() => AgentSpec::Nop,
-            "claude-code" => AgentSpec::ClaudeCode {
-                model: model(spec, rest)?,
-            },
-            "codex" => AgentSpec::Codex {
-                model: model(spec, rest)?,
-            },
-            "opencode" => {
-                let model = model(spec, rest)?;
-                if !model.contains('/') {
-                    return Err(AgentSpecError::Invalid {
-                        spec: spec.to_owned(),
-                        reason:
-                            "opencode models are PROVIDER/NAME (e.g. anthropic/claude-sonnet-4-5)"
-                                .into(),
-                    });
-                }
-                AgentSpec::OpenCode { model }
+        if head == "a2a" {
+            let url = rest.unwrap_or("").trim();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(AgentSpecError::Invalid {
+                    spec: spec.to_owned(),
+                    reason: "expected a2a:http://HOST:PORT/...".into(),
+                });
             }
-            "cmd" => {
+            return Ok(AgentSpec::External {
+                url: url.to_owned(),
+            });
+        }
+        let found = DriverKind::ALL
+            .iter()
+            .copied()
+            .find_map(|d| match d.driver().spec_form() {
+                SpecForm::Command { prefix } if prefix == head => {
+                    Some((d, SpecForm::Command { prefix }))
+                }
+                form if !matches!(form, SpecForm::Command { .. }) && d.name() == head => {
+                    Some((d, form))
+                }
+                _ => None,
+            });
+        let Some((driver, form)) = found else {
+            return Err(AgentSpecError::Unknown(spec.to_owned()));
+        };
+        Ok(match form {
+            SpecForm::Bare if rest.is_none() => match driver {
+                DriverKind::Oracle => AgentSpec::Oracle,
+                _ => AgentSpec::Nop,
+            },
+            SpecForm::Bare => return Err(AgentSpecError::Unknown(spec.to_owned())),
+            SpecForm::Model => {
+                let model = model(spec, rest)?;
+                driver
+                    .driver()
+                    .check_model(&model)
+                    .map_err(|reason| AgentSpecError::Invalid {
+                        spec: spec.to_owned(),
+                        reason,
+                    })?;
+                AgentSpec::Cli { driver, model }
+            }
+            SpecForm::Command { .. } => {
                 let command = rest.unwrap_or("").trim();
                 if command.is_empty() {
                     return Err(AgentSpecError::Invalid {
@@ -127,19 +163,6 @@ impl AgentSpec {
                     command: command.to_owned(),
                 }
             }
-            "a2a" => {
-                let url = rest.unwrap_or("").trim();
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(AgentSpecError::Invalid {
-                        spec: spec.to_owned(),
-                        reason: "expected a2a:http://HOST:PORT/...".into(),
-                    });
-                }
-                AgentSpec::External {
-                    url: url.to_owned(),
-                }
-            }
-            _ => return Err(AgentSpecError::Unknown(spec.to_owned())),
         })
     }
 
@@ -157,9 +180,7 @@ impl AgentSpec {
         Some(match self {
             AgentSpec::Oracle => DriverKind::Oracle,
             AgentSpec::Nop => DriverKind::Nop,
-            AgentSpec::ClaudeCode { .. } => DriverKind::ClaudeCode,
-            AgentSpec::Codex { .. } => DriverKind::Codex,
-            AgentSpec::OpenCode { .. } => DriverKind::Opencode,
+            AgentSpec::Cli { driver, .. } => *driver,
             AgentSpec::Command { .. } => DriverKind::Command,
             AgentSpec::External { .. } => return None,
         })
@@ -168,34 +189,17 @@ impl AgentSpec {
     /// The provider API key this agent's model traffic needs (held by the model proxy, never
     /// handed to the agent).
     pub fn required_key(&self) -> Option<&'static str> {
-        if let AgentSpec::ClaudeCode { model }
-        | AgentSpec::Codex { model }
-        | AgentSpec::OpenCode { model } = self
-            && is_proxy_model(model)
-        {
-            return None;
-        }
         match self {
-            AgentSpec::ClaudeCode { .. } => Some("ANTHROPIC_API_KEY"),
-            AgentSpec::Codex { .. } => Some("OPENAI_API_KEY"),
-            AgentSpec::OpenCode { model } => Some(if model.starts_with("openai/") {
-                "OPENAI_API_KEY"
-            } else {
-                "ANTHROPIC_API_KEY"
-            }),
+            AgentSpec::Cli { driver, model } if !is_proxy_model(model) => {
+                driver.driver().required_key(model)
+            }
             _ => None,
         }
     }
 
     /// Whether this agent's traffic goes through the model proxy.
     pub fn uses_model(&self) -> bool {
-        matches!(
-            self,
-            AgentSpec::ClaudeCode { .. }
-                | AgentSpec::Codex { .. }
-                | AgentSpec::OpenCode { .. }
-                | AgentSpec::Command { .. }
-        )
+        self.driver().is_some_and(|d| d.driver().uses_model())
     }
 
     /// Whether this agent runs in a platform container (everything but `a2a:URL`).
@@ -228,9 +232,7 @@ impl fmt::Display for AgentSpec {
         match self {
             AgentSpec::Oracle => f.write_str("oracle"),
             AgentSpec::Nop => f.write_str("nop"),
-            AgentSpec::ClaudeCode { model } => write!(f, "claude-code:model={model}"),
-            AgentSpec::Codex { model } => write!(f, "codex:model={model}"),
-            AgentSpec::OpenCode { model } => write!(f, "opencode:model={model}"),
+            AgentSpec::Cli { driver, model } => write!(f, "{driver}:model={model}"),
             AgentSpec::Command { command } => write!(f, "cmd:{command}"),
             AgentSpec::External { url } => write!(f, "a2a:{url}"),
         }
@@ -249,6 +251,8 @@ mod tests {
             "claude-code:model=claude-sonnet-4-5",
             "codex:model=gpt-5-codex",
             "opencode:model=anthropic/claude-sonnet-4-5",
+            "aider:model=gpt-5",
+            "mini-swe-agent:model=scripted:fix",
             "cmd:python solve.py && echo done",
             "a2a:http://127.0.0.1:9999/",
         ] {
@@ -265,6 +269,9 @@ mod tests {
     fn bad_specs_name_the_cause() {
         let e = AgentSpec::parse("gpt4").expect_err("unknown");
         assert!(e.to_string().contains("unknown agent `gpt4`"), "{e}");
+        assert!(e.to_string().contains("aider:model=NAME"), "{e}");
+        assert!(AgentSpec::parse("cmd").is_err());
+        assert!(AgentSpec::parse("command:ls").is_err());
         let e = AgentSpec::parse("claude-code").expect_err("no model");
         assert!(e.to_string().contains("a model is required"), "{e}");
         let e = AgentSpec::parse("codex:temperature=1").expect_err("bad option");
@@ -300,6 +307,12 @@ mod tests {
                 .is_ok()
         );
         assert!(AgentSpec::Oracle.check_keys(&BTreeMap::new()).is_ok());
+        assert!(
+            AgentSpec::parse("aider:model=gpt-5")
+                .expect("p")
+                .check_keys(&env)
+                .is_ok()
+        );
         // the proxy's own models need no provider key
         assert!(
             AgentSpec::parse("claude-code:model=mock")
@@ -312,6 +325,35 @@ mod tests {
                 .expect("p")
                 .check_keys(&BTreeMap::new())
                 .is_ok()
+        );
+    }
+}
+
+#[cfg(test)]
+mod registry {
+    use super::*;
+
+    #[test]
+    fn every_driver_has_one_spec_form_and_hosted_kind() {
+        assert_eq!(
+            hosted_kinds(),
+            [
+                "claude-code",
+                "codex",
+                "opencode",
+                "aider",
+                "mini-swe-agent",
+                "cmd",
+                "oracle",
+                "nop"
+            ]
+        );
+        assert!(!AgentSpec::Oracle.uses_model());
+        assert!(AgentSpec::parse("cmd:true").expect("p").uses_model());
+        assert!(
+            AgentSpec::parse("mini-swe-agent:model=m")
+                .expect("p")
+                .uses_model()
         );
     }
 }

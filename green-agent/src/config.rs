@@ -183,6 +183,9 @@ settings! {
     [long] memory_mb: val u64 = 2048;
     /// Python venv holding the agent CLIs' wheels (staged into agent containers).
     [long] venv: val PathBuf = PathBuf::from(".venv");
+    /// Where `scripts/bootstrap` installs the Python agents' packages (`<dir>/<driver>/`, from
+    /// `scripts/agent-packages/<driver>.txt`; staged into agent containers).
+    [long] agent_packages: val PathBuf = PathBuf::from(".agent-packages");
     /// The model proxy's configuration file (TOML: providers, routes, prices, scripts for the
     /// scripted mock model); default: Anthropic and OpenAI with keys from the environment.
     [long] proxy_config: opt PathBuf = None;

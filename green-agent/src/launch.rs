@@ -6,6 +6,8 @@ use std::path::Path;
 
 use sandbox::ReadOnlyMount;
 use white_agent_adapter::contract::{DriverKind, LaunchArgs};
+use white_agent_adapter::drivers::Staging;
+use white_agent_adapter::staging::Sources;
 
 use crate::agents::AgentSpec;
 
@@ -13,9 +15,7 @@ use crate::agents::AgentSpec;
 pub fn adapter_args(agent: &AgentSpec) -> Option<LaunchArgs> {
     let mut args = LaunchArgs::new(agent.driver()?);
     match agent {
-        AgentSpec::ClaudeCode { model }
-        | AgentSpec::Codex { model }
-        | AgentSpec::OpenCode { model } => args.model = Some(model.clone()),
+        AgentSpec::Cli { model, .. } => args.model = Some(model.clone()),
         AgentSpec::Command { command } => {
             args.command = vec!["sh".to_owned(), "-c".to_owned(), command.clone()];
         }
@@ -45,22 +45,27 @@ pub fn adapter_env(
     env
 }
 
-/// Stages the CLI of every model agent of the run (from the Python venv's wheels) and returns
-/// the read-only mounts, by driver.
+/// Stages the CLI of every agent of the run whose driver stages one (from the Python venv's
+/// wheels, or the Python agents' package trees) and returns the read-only mounts, by driver.
 pub fn stage_agents(
     agents: &[AgentSpec],
-    venv: &Path,
+    sources: Sources<'_>,
     cache_dir: &Path,
 ) -> Result<BTreeMap<DriverKind, ReadOnlyMount>, String> {
     let mut out = BTreeMap::new();
     for a in agents {
-        let Some(kind) = a.driver().filter(|d| d.binary_name().is_some()) else {
+        let Some(kind) = a.driver().filter(|d| {
+            matches!(
+                d.driver().staging(),
+                Staging::Wheel { .. } | Staging::Packages
+            )
+        }) else {
             continue;
         };
         if out.contains_key(&kind) {
             continue;
         }
-        let staged = white_agent_adapter::staging::stage(kind, venv, cache_dir)
+        let staged = white_agent_adapter::staging::stage(kind, sources, cache_dir)
             .map_err(|e| e.to_string())?;
         out.insert(
             kind,
@@ -85,6 +90,8 @@ mod tests {
             "claude-code:model=claude-sonnet-4-5",
             "codex:model=gpt-5",
             "opencode:model=anthropic/claude-sonnet-4-5",
+            "aider:model=gpt-5",
+            "mini-swe-agent:model=gpt-5",
             "cmd:echo 'a b' > out.txt && exit 3",
         ] {
             let agent = AgentSpec::parse(spec).expect("spec");

@@ -63,7 +63,7 @@ pub enum RunError {
     #[error("judge: {0}")]
     Judge(String),
     #[error(
-        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap to create the venv)"
+        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap to create the venv and the agent packages)"
     )]
     Staging { venv: PathBuf, reason: String },
     #[error("cannot start the model proxy: {0}")]
@@ -246,7 +246,10 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     };
     let staged = crate::launch::stage_agents(
         &agents,
-        &plan.settings.venv,
+        white_agent_adapter::staging::Sources {
+            venv: &plan.settings.venv,
+            agent_packages: &plan.settings.agent_packages,
+        },
         &staging_cache(&plan.settings.results_dir),
     )
     .map_err(|reason| RunError::Staging {

@@ -2,15 +2,14 @@
 //! the adapter (which serves the agent): one definition of each thing both sides must agree on.
 //!
 //! - [`DEFAULT_PORT`] and the container paths in [`paths`];
-//! - the driver names ([`DriverKind`], one list: flags, cards, staged CLI folders);
+//! - the driver names ([`DriverKind`], generated from the drivers' registry in
+//!   [`crate::drivers`]: flags, cards, staged CLI folders);
 //! - the adapter's launch arguments ([`LaunchArgs`]: parsed by the adapter's `main`, written by
 //!   the green agent with [`LaunchArgs::command`]);
 //! - the `usage` artifact ([`UsageReport`]: written by the adapter, read by the green agent).
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,94 +32,7 @@ pub mod paths {
     pub const GRADER_WORK: &str = "/grader/work";
 }
 
-/// Which agent the adapter runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum DriverKind {
-    ClaudeCode,
-    Codex,
-    Opencode,
-    Command,
-    Oracle,
-    Nop,
-}
-
-impl DriverKind {
-    /// Every driver, in the order help texts list them.
-    pub const ALL: [DriverKind; 6] = [
-        DriverKind::ClaudeCode,
-        DriverKind::Codex,
-        DriverKind::Opencode,
-        DriverKind::Command,
-        DriverKind::Oracle,
-        DriverKind::Nop,
-    ];
-
-    /// The name used in flags, agent specs, cards and `<AGENTS_DIR>/<name>/`: the one list.
-    pub fn name(self) -> &'static str {
-        match self {
-            DriverKind::ClaudeCode => "claude-code",
-            DriverKind::Codex => "codex",
-            DriverKind::Opencode => "opencode",
-            DriverKind::Command => "command",
-            DriverKind::Oracle => "oracle",
-            DriverKind::Nop => "nop",
-        }
-    }
-
-    /// The CLI's executable name inside its staged directory.
-    pub fn binary_name(self) -> Option<&'static str> {
-        match self {
-            DriverKind::ClaudeCode => Some("claude"),
-            DriverKind::Codex => Some("codex"),
-            DriverKind::Opencode => Some("opencode"),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for DriverKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A name that is no driver.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown driver `{0}`: one of claude-code, codex, opencode, command, oracle, nop")]
-pub struct UnknownDriver(pub String);
-
-impl FromStr for DriverKind {
-    type Err = UnknownDriver;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DriverKind::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| UnknownDriver(s.to_owned()))
-    }
-}
-
-impl TryFrom<String> for DriverKind {
-    type Error = UnknownDriver;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<DriverKind> for String {
-    fn from(d: DriverKind) -> Self {
-        d.name().to_owned()
-    }
-}
-
-impl clap::ValueEnum for DriverKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        &DriverKind::ALL
-    }
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
+pub use crate::drivers::{DriverKind, UnknownDriver};
 
 /// Inline caps on returned files (defaults of [`LaunchArgs`]).
 pub mod caps {
@@ -346,7 +258,7 @@ mod tests {
         everything.max_total_bytes = 2;
         everything.max_files = 3;
         let mut cases = vec![claude, command, everything];
-        cases.extend(DriverKind::ALL.map(LaunchArgs::new));
+        cases.extend(DriverKind::ALL.iter().copied().map(LaunchArgs::new));
         for args in cases {
             let argv = args.command();
             assert_eq!(argv[0], paths::ADAPTER_BIN);
@@ -365,7 +277,7 @@ mod tests {
 
     #[test]
     fn driver_names_are_one_list() {
-        for d in DriverKind::ALL {
+        for &d in DriverKind::ALL {
             assert_eq!(d.name().parse::<DriverKind>(), Ok(d));
             assert_eq!(serde_json::to_value(d).expect("json"), d.name());
             let v = <DriverKind as clap::ValueEnum>::to_possible_value(&d).expect("value");

@@ -45,6 +45,8 @@
 //! - the adapter binary at `/opt/platform/bin/white-agent-adapter`;
 //! - for `claude-code` / `codex`: the staged CLI directory from [`staging::stage`] at
 //!   `/opt/platform/agents/<driver>/` (`claude-code/claude`, `codex/codex` + its helper);
+//!   for `aider` / `mini-swe-agent`: their staged Python package trees there (run with the
+//!   container's `python3`, `PYTHONPATH` = the mount);
 //!   for `opencode`: a directory holding `opencode` at `/opt/platform/agents/opencode/`;
 //! - for `oracle` only: the task's reference solution at `/oracle/solution` (`solve.sh`).
 //!
@@ -85,6 +87,14 @@
 //!   <instruction>` with `OPENCODE_CONFIG`, `OPENCODE_DISABLE_AUTOUPDATE=1`,
 //!   `OPENCODE_DISABLE_MODELS_FETCH=1`, `OPENCODE_DISABLE_LSP_DOWNLOAD=1`.
 //!   (Not run end to end here: its binary is only on npm.)
+//! - `aider`: `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `--model` required. Runs `python3 -m aider
+//!   --model openai/<M> --yes-always --no-git --no-pretty --no-stream ... --message
+//!   <instruction>` (chat history in the state folder, `OPENAI_API_BASE` = the proxy); its text
+//!   output gives the steps and usage, the exit code the verdict.
+//! - `mini-swe-agent`: the same variables; runs `python3 -m minisweagent.run.mini -m
+//!   openai/<M> -y --exit-immediately -l 0 -o <state>/mini-swe-agent/trajectory.json -t
+//!   <instruction>`; the trajectory file (read after exit, at most 64 MiB) gives the steps,
+//!   usage and verdict (`Submitted` completes).
 //! - `command`: `-- <argv...>`; the instruction is in `$AGENT_INSTRUCTION` and the file
 //!   `$AGENT_INSTRUCTION_FILE`; `$AGENT_WORKSPACE` names the workspace. Plain stdout: its tail
 //!   is the answer; exit code 0 completes.

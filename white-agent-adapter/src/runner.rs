@@ -182,7 +182,7 @@ pub async fn run(
     let plan = match drivers::plan(options, &input.instruction, config.check_binaries) {
         Ok(Plan::Run(plan)) => plan,
         Ok(Plan::Nothing) => {
-            let mut parser = StreamParser::new(Dialect::Plain);
+            let mut parser = StreamParser::new(Dialect::PLAIN);
             parser.record_instruction(&input.instruction);
             report.duration_ms = elapsed_ms(started);
             return Outcome {
@@ -328,6 +328,12 @@ pub async fn run(
         }
     };
 
+    if let Some(path) = &plan.transcript {
+        match read_transcript(path) {
+            Ok(text) => parser.feed_transcript(&text),
+            Err(err) => tracing::warn!(path = %path.display(), %err, "no transcript read"),
+        }
+    }
     let state = parser.finish();
     report.ignored_lines = state.ignored_lines;
     report.tool_errors = state.tool_errors;
@@ -340,6 +346,29 @@ pub async fn run(
         collection,
         report,
     }
+}
+
+/// Largest transcript file read.
+const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The transcript a CLI wrote: a regular file (no link followed), at most
+/// [`MAX_TRANSCRIPT_BYTES`].
+fn read_transcript(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_TRANSCRIPT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "not a regular file of at most {MAX_TRANSCRIPT_BYTES} bytes"
+        )));
+    }
+    let mut text = String::new();
+    file.take(MAX_TRANSCRIPT_BYTES).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 async fn wait_cancel(cancel: &mut watch::Receiver<bool>) {
@@ -408,7 +437,7 @@ pub fn decide(
         };
         return (Verdict::Failed, Some(with_stderr(how)));
     }
-    if dialect != Dialect::Plain && state.terminal.is_none() {
+    if dialect.needs_terminal() && state.terminal.is_none() {
         let mut reason = "the agent's event stream ended without a final result event".to_owned();
         if let Some(error) = &state.last_error {
             reason.push_str(&format!(" (last error: {error})"));
@@ -430,24 +459,24 @@ mod tests {
     fn verdicts_follow_the_precedence() {
         let mut state = RunState::default();
         assert_eq!(
-            decide(true, exit(Some(0), None), &state, Dialect::Plain, "").0,
+            decide(true, exit(Some(0), None), &state, Dialect::PLAIN, "").0,
             Verdict::Canceled
         );
         assert_eq!(
-            decide(false, exit(Some(0), None), &state, Dialect::Plain, ""),
+            decide(false, exit(Some(0), None), &state, Dialect::PLAIN, ""),
             (Verdict::Completed, None)
         );
         let (verdict, reason) =
-            decide(false, exit(Some(3), None), &state, Dialect::Plain, "boom\n");
+            decide(false, exit(Some(3), None), &state, Dialect::PLAIN, "boom\n");
         assert_eq!(verdict, Verdict::Failed);
         assert_eq!(
             reason.as_deref(),
             Some("the agent exited with code 3\nstderr (tail):\nboom")
         );
-        let (_, reason) = decide(false, exit(None, Some(9)), &state, Dialect::Plain, "");
+        let (_, reason) = decide(false, exit(None, Some(9)), &state, Dialect::PLAIN, "");
         assert_eq!(reason.as_deref(), Some("the agent was killed by signal 9"));
         state.last_error = Some("Codex error: Reconnecting...".into());
-        let (verdict, reason) = decide(false, exit(Some(0), None), &state, Dialect::Codex, "");
+        let (verdict, reason) = decide(false, exit(Some(0), None), &state, Dialect::CODEX, "");
         assert_eq!(verdict, Verdict::Failed);
         assert!(
             reason.unwrap_or_default().contains(
@@ -458,14 +487,20 @@ mod tests {
             reason: "max turns".into(),
         });
         assert_eq!(
-            decide(false, exit(Some(1), None), &state, Dialect::ClaudeCode, "x")
-                .1
-                .as_deref(),
+            decide(
+                false,
+                exit(Some(1), None),
+                &state,
+                Dialect::CLAUDE_CODE,
+                "x"
+            )
+            .1
+            .as_deref(),
             Some("max turns")
         );
         state.terminal = Some(Terminal::Success);
         assert_eq!(
-            decide(false, exit(Some(0), None), &state, Dialect::Codex, "").0,
+            decide(false, exit(Some(0), None), &state, Dialect::CODEX, "").0,
             Verdict::Completed
         );
     }

@@ -1,7 +1,10 @@
-//! Staging agent CLIs on the host. Claude Code and Codex ship as PyPI wheels that bundle their
-//! native binaries (`claude-agent-sdk`: `claude_agent_sdk/_bundled/claude`;
-//! `openai-codex-cli-bin`: `codex_cli_bin/bin/codex` plus its helper binaries). [`stage`]
-//! copies a CLI's files once into `<cache>/<name>/<sha256>/` (content-addressed, checksummed,
+//! Staging agent CLIs on the host, as each driver's [`Staging`] says. Claude Code and Codex ship
+//! as PyPI wheels that bundle their native binaries (`claude-agent-sdk`:
+//! `claude_agent_sdk/_bundled/claude`; `openai-codex-cli-bin`: `codex_cli_bin/bin/codex` plus
+//! its helper binaries); Python agents (Aider, mini-swe-agent) are package trees that
+//! `scripts/bootstrap` installs with `pip install --target` into `<agent-packages>/<name>/`.
+//! [`stage`] copies a CLI's files once into `<cache>/<name>/<sha256>/` (content-addressed:
+//! a binary by its checksum, a package tree by the checksums pip recorded for every file;
 //! reused when present and intact) and returns the directory the green agent mounts read-only
 //! at `/opt/platform/agents/<name>/`.
 
@@ -11,15 +14,20 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::drivers::{AGENTS_DIR, DriverKind};
+use crate::contract::paths::AGENTS_DIR;
+use crate::drivers::{DriverKind, Staging};
 
 /// Errors of staging.
 #[derive(Debug, thiserror::Error)]
 pub enum StagingError {
     #[error(
-        "{driver} cannot be staged: only claude-code and codex come from Python wheels (opencode: stage its binary yourself and pass --agent-bin)"
+        "{driver} cannot be staged here: stage its binary yourself and pass --agent-bin (or it needs no staging)"
     )]
     Unsupported { driver: &'static str },
+    #[error(
+        "the {driver} packages were not found at {path}; install them with scripts/bootstrap (pinned in scripts/agent-packages/{driver}.txt) or set agent_packages"
+    )]
+    PackagesNotFound { driver: &'static str, path: PathBuf },
     #[error(
         "the {driver} binary was not found at {path}; install the {wheel} wheel into the venv (scripts/python-requirements.txt)"
     )]
@@ -56,30 +64,12 @@ pub struct StagedAgent {
     pub host_dir: PathBuf,
     /// Where to mount it in the container (`/opt/platform/agents/<name>`).
     pub mount_path: String,
-    /// The binary's path inside the container.
+    /// The binary's path inside the container (`python3` for a package tree).
     pub binary: String,
-    /// sha256 of the main binary (hex).
+    /// The content address: sha256 of the main binary, or of a package tree's records (hex).
     pub sha256: String,
     /// Whether this call copied the files (false: reused).
     pub copied: bool,
-}
-
-/// Where the wheels put the binaries, relative to `site-packages`: (main binary, extra files,
-/// wheel name).
-fn wheel_layout(
-    driver: DriverKind,
-) -> Result<(&'static str, &'static [&'static str], &'static str), StagingError> {
-    match driver {
-        DriverKind::ClaudeCode => Ok(("claude_agent_sdk/_bundled/claude", &[], "claude-agent-sdk")),
-        DriverKind::Codex => Ok((
-            "codex_cli_bin/bin/codex",
-            &["codex_cli_bin/bin/codex-code-mode-host"],
-            "openai-codex-cli-bin",
-        )),
-        other => Err(StagingError::Unsupported {
-            driver: other.name(),
-        }),
-    }
 }
 
 /// The venv's `site-packages` (`<venv>/lib/python3.*/site-packages`), if found.
@@ -142,13 +132,46 @@ fn copy_checked(source: &Path, dest: &Path, expected: &str) -> Result<(), Stagin
     fs::rename(&tmp, dest).map_err(write_err)
 }
 
-/// Stages `driver`'s CLI from the venv at `venv` into `cache_dir`.
+/// Where a driver's staged files come from.
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    /// The platform's Python venv (wheels holding binary CLIs).
+    pub venv: &'a Path,
+    /// Where `scripts/bootstrap` installs Python agents' package trees (`<dir>/<name>/`).
+    pub agent_packages: &'a Path,
+}
+
+/// Stages `driver`'s CLI from `sources` into `cache_dir`.
 pub fn stage(
+    driver: DriverKind,
+    sources: Sources<'_>,
+    cache_dir: &Path,
+) -> Result<StagedAgent, StagingError> {
+    match driver.driver().staging() {
+        Staging::Wheel {
+            wheel,
+            binary,
+            main,
+            extras,
+        } => stage_wheel(
+            driver,
+            sources.venv,
+            cache_dir,
+            (wheel, binary, main, extras),
+        ),
+        Staging::Packages => stage_packages(driver, sources.agent_packages, cache_dir),
+        Staging::None | Staging::Operator { .. } => Err(StagingError::Unsupported {
+            driver: driver.name(),
+        }),
+    }
+}
+
+fn stage_wheel(
     driver: DriverKind,
     venv: &Path,
     cache_dir: &Path,
+    (wheel, binary_name, main, extras): (&'static str, &'static str, &'static str, &[&'static str]),
 ) -> Result<StagedAgent, StagingError> {
-    let (main, extras, wheel) = wheel_layout(driver)?;
     let site = site_packages(venv).unwrap_or_else(|| venv.join("lib/python3/site-packages"));
     let source = site.join(main);
     if !source.is_file() {
@@ -159,7 +182,6 @@ pub fn stage(
         });
     }
     let digest = sha256_file(&source)?;
-    let binary_name = driver.binary_name().unwrap_or("agent");
     let dir = cache_dir.join(driver.name()).join(&digest);
     let staged_binary = dir.join(binary_name);
     let marker = dir.join(".complete");
@@ -202,9 +224,225 @@ pub fn stage(
     })
 }
 
+/// The files of a tree (relative paths, sorted), no links followed; links are listed apart.
+fn tree_files(root: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), StagingError> {
+    let mut files = Vec::new();
+    let mut links = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let dir = root.join(&rel);
+        let entries = fs::read_dir(&dir).map_err(|source| StagingError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| StagingError::Read {
+                path: dir.clone(),
+                source,
+            })?;
+            let kind = entry.file_type().map_err(|source| StagingError::Read {
+                path: entry.path(),
+                source,
+            })?;
+            let child = rel.join(entry.file_name());
+            if kind.is_dir() {
+                pending.push(child);
+            } else if kind.is_file() {
+                files.push(child);
+            } else if kind.is_symlink() {
+                links.push(child);
+            }
+        }
+    }
+    files.sort();
+    links.sort();
+    Ok((files, links))
+}
+
+/// The content address of a package tree: sha256 over its file list and the checksums pip
+/// recorded for every installed file (`*.dist-info/RECORD`), so a reinstall of other versions
+/// gets another folder while staging reads a few kilobytes, not the tree.
+fn tree_digest(root: &Path, files: &[PathBuf]) -> Result<String, StagingError> {
+    let mut hasher = Sha256::new();
+    for rel in files {
+        hasher.update(rel.as_os_str().as_encoded_bytes());
+        hasher.update([0]);
+        let is_record = rel.file_name().is_some_and(|n| n == "RECORD")
+            && rel
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".dist-info"));
+        if is_record {
+            let path = root.join(rel);
+            let text = fs::read(&path).map_err(|source| StagingError::Read { path, source })?;
+            hasher.update(&text);
+        }
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Copies a file keeping its modification time (so the compiled bytecode pip wrote stays valid).
+fn copy_keeping_mtime(source: &Path, dest: &Path) -> Result<(), StagingError> {
+    let write_err = |source| StagingError::Write {
+        path: dest.to_owned(),
+        source,
+    };
+    fs::copy(source, dest).map_err(write_err)?;
+    let modified = fs::metadata(source)
+        .and_then(|m| m.modified())
+        .map_err(|e| StagingError::Read {
+            path: source.to_owned(),
+            source: e,
+        })?;
+    fs::File::options()
+        .write(true)
+        .open(dest)
+        .and_then(|f| f.set_modified(modified))
+        .map_err(write_err)
+}
+
+fn stage_packages(
+    driver: DriverKind,
+    packages: &Path,
+    cache_dir: &Path,
+) -> Result<StagedAgent, StagingError> {
+    let source = packages.join(driver.name());
+    if !source.is_dir() {
+        return Err(StagingError::PackagesNotFound {
+            driver: driver.name(),
+            path: source,
+        });
+    }
+    let (files, links) = tree_files(&source)?;
+    let digest = tree_digest(&source, &files)?;
+    let dir = cache_dir.join(driver.name()).join(&digest);
+    let marker = dir.join(".complete");
+    let intact = fs::read_to_string(&marker).is_ok_and(|recorded| recorded.trim() == digest);
+    let mut copied = false;
+    if !intact {
+        // Into a fresh folder beside the final one, renamed at the end: a concurrent stager
+        // or a crash never leaves a half-copied tree under the address.
+        let partial = cache_dir.join(driver.name()).join(format!(
+            "{digest}.partial-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let write_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StagingError::Write { path, source }
+        };
+        for rel in &files {
+            let dest = partial.join(rel);
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent).map_err(write_err(parent))?;
+            }
+            copy_keeping_mtime(&source.join(rel), &dest)?;
+        }
+        for rel in &links {
+            let target = fs::read_link(source.join(rel)).map_err(|e| StagingError::Read {
+                path: source.join(rel),
+                source: e,
+            })?;
+            let dest = partial.join(rel);
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent).map_err(write_err(parent))?;
+            }
+            std::os::unix::fs::symlink(&target, &dest).map_err(write_err(&dest))?;
+        }
+        fs::write(partial.join(".complete"), &digest).map_err(write_err(&partial))?;
+        if dir.exists() {
+            let _ = fs::remove_dir_all(&dir);
+        }
+        if let Err(err) = fs::rename(&partial, &dir) {
+            let _ = fs::remove_dir_all(&partial);
+            // Another stager won the race with the same content.
+            if !fs::read_to_string(&marker).is_ok_and(|recorded| recorded.trim() == digest) {
+                return Err(StagingError::Write {
+                    path: dir.clone(),
+                    source: err,
+                });
+            }
+        }
+        copied = true;
+        tracing::info!(driver = driver.name(), dir = %dir.display(), files = files.len(), "staged agent packages");
+    }
+    let mount_path = format!("{AGENTS_DIR}/{}", driver.name());
+    Ok(StagedAgent {
+        driver,
+        host_dir: dir,
+        binary: "python3".to_owned(),
+        mount_path,
+        sha256: digest,
+        copied,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sources(venv: &Path) -> Sources<'_> {
+        Sources {
+            venv,
+            agent_packages: venv,
+        }
+    }
+
+    #[test]
+    fn a_package_tree_is_staged_by_its_records_with_times_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let packages = dir.path().join("packages");
+        let tree = packages.join("aider");
+        fs::create_dir_all(tree.join("aider")).expect("mkdir");
+        fs::create_dir_all(tree.join("aider_chat-1.0.dist-info")).expect("mkdir");
+        fs::write(tree.join("aider/__init__.py"), "x = 1\n").expect("write");
+        fs::write(
+            tree.join("aider_chat-1.0.dist-info/RECORD"),
+            "aider/__init__.py,sha256=a,6\n",
+        )
+        .expect("write");
+        std::os::unix::fs::symlink("aider/__init__.py", tree.join("link.py")).expect("link");
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(tree.join("aider/__init__.py"))
+            .and_then(|f| f.set_modified(old))
+            .expect("mtime");
+        let cache = dir.path().join("cache");
+        let src = Sources {
+            venv: dir.path(),
+            agent_packages: &packages,
+        };
+        let first = stage(DriverKind::Aider, src, &cache).expect("stage");
+        assert!(first.copied);
+        assert_eq!(first.mount_path, "/opt/platform/agents/aider");
+        let copy = first.host_dir.join("aider/__init__.py");
+        assert_eq!(fs::read_to_string(&copy).expect("read"), "x = 1\n");
+        assert_eq!(
+            fs::metadata(&copy)
+                .and_then(|m| m.modified())
+                .expect("mtime"),
+            old
+        );
+        assert!(
+            fs::symlink_metadata(first.host_dir.join("link.py"))
+                .expect("link")
+                .is_symlink()
+        );
+        let again = stage(DriverKind::Aider, src, &cache).expect("again");
+        assert!(!again.copied);
+        assert_eq!(again.host_dir, first.host_dir);
+        // Other recorded versions: another address.
+        fs::write(
+            tree.join("aider_chat-1.0.dist-info/RECORD"),
+            "aider/__init__.py,sha256=b,6\n",
+        )
+        .expect("write");
+        let other = stage(DriverKind::Aider, src, &cache).expect("other");
+        assert!(other.copied);
+        assert_ne!(other.host_dir, first.host_dir);
+    }
 
     fn fake_venv(root: &Path) -> PathBuf {
         let venv = root.join("venv");
@@ -228,7 +466,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let venv = fake_venv(dir.path());
         let cache = dir.path().join("cache");
-        let first = stage(DriverKind::Codex, &venv, &cache).expect("stage");
+        let first = stage(DriverKind::Codex, sources(&venv), &cache).expect("stage");
         assert!(first.copied);
         assert_eq!(first.mount_path, "/opt/platform/agents/codex");
         assert_eq!(first.binary, "/opt/platform/agents/codex/codex");
@@ -238,7 +476,7 @@ mod tests {
         );
         assert!(first.host_dir.join("codex-code-mode-host").is_file());
         assert_eq!(first.sha256.len(), 64);
-        let second = stage(DriverKind::Codex, &venv, &cache).expect("stage again");
+        let second = stage(DriverKind::Codex, sources(&venv), &cache).expect("stage again");
         assert!(!second.copied);
         assert_eq!(second.host_dir, first.host_dir);
         // A corrupted copy is detected and replaced.
@@ -249,7 +487,7 @@ mod tests {
         )
         .expect("chmod");
         fs::write(first.host_dir.join("codex"), b"tampered").expect("tamper");
-        let third = stage(DriverKind::Codex, &venv, &cache).expect("repair");
+        let third = stage(DriverKind::Codex, sources(&venv), &cache).expect("repair");
         assert!(third.copied);
         assert_eq!(
             fs::read(third.host_dir.join("codex")).expect("read"),
@@ -260,10 +498,18 @@ mod tests {
     #[test]
     fn missing_wheel_and_unsupported_driver_are_clear_errors() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let err = stage(DriverKind::ClaudeCode, dir.path(), dir.path()).expect_err("no wheel");
+        let err =
+            stage(DriverKind::ClaudeCode, sources(dir.path()), dir.path()).expect_err("no wheel");
         assert!(err.to_string().contains("claude-agent-sdk"), "{err}");
-        let err = stage(DriverKind::Opencode, dir.path(), dir.path()).expect_err("unsupported");
+        let err =
+            stage(DriverKind::Opencode, sources(dir.path()), dir.path()).expect_err("unsupported");
         assert!(err.to_string().contains("--agent-bin"), "{err}");
+        let err =
+            stage(DriverKind::Aider, sources(dir.path()), dir.path()).expect_err("not installed");
+        assert!(
+            err.to_string().contains("scripts/agent-packages/aider.txt"),
+            "{err}"
+        );
     }
 
     /// The real wheels in the repository's venv, when present (CI always has them).

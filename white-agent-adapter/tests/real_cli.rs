@@ -63,7 +63,12 @@ async fn run_cli(kind: DriverKind) {
     // Stage the CLI from the venv exactly as the green agent does, and run the staged copy.
     // A cache shared by test runs (as on a host): the first run copies, later runs reuse.
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("agent-staging");
-    let staged = staging::stage(kind, &venv(), &cache).expect("stage the CLI from the venv");
+    let venv = venv();
+    let sources = staging::Sources {
+        venv: &venv,
+        agent_packages: &venv,
+    };
+    let staged = staging::stage(kind, sources, &cache).expect("stage the CLI from the venv");
     let binary = staged.host_dir.join(kind.binary_name().expect("binary"));
     let base = proxy.base_url();
     let token = token.as_str().to_owned();

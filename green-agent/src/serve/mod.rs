@@ -45,7 +45,8 @@ use crate::config::{Layer, Settings};
 pub const TOKEN_ENV: &str = "RB_SERVE_TOKEN";
 
 /// Hosted agent kinds a request may name when the operator allows them.
-pub const HOSTED_KINDS: &[&str] = &["oracle", "nop", "claude-code", "codex", "opencode", "cmd"];
+pub static HOSTED_KINDS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(crate::agents::hosted_kinds);
 
 /// `green-agent serve` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,8 +59,9 @@ pub struct ServeArgs {
     /// (comma-separated or repeated).
     #[arg(long, value_delimiter = ',', required = true)]
     pub tasks: Vec<String>,
-    /// Hosted agents a request may name as participants (oracle, nop, claude-code, codex,
-    /// opencode, cmd; comma-separated); others must be A2A URLs.
+    /// Hosted agents a request may name as participants (oracle, nop, cmd or an agent CLI's
+    /// driver name: claude-code, codex, opencode, aider, mini-swe-agent; comma-separated);
+    /// others must be A2A URLs.
     #[arg(long, value_delimiter = ',', default_value = "oracle,nop")]
     pub allow_hosted: Vec<String>,
     /// URL prefixes external participants must start with (repeatable; default: any URL).

@@ -27,6 +27,11 @@
 //!
 //! Relative paths are joined to the working directory the CLI states in its prompt when the
 //! write tool wants absolute paths (Claude Code's `Write`).
+//!
+//! Agents that edit through the text of their answers and offer no tools (Aider) need a script
+//! with `text_protocol = true`: every request is then a step (the step is the number of
+//! script's step texts already answered in the conversation) and each step is answered with its
+//! `text`, written in the agent's own edit format by the script's author.
 
 mod render;
 
@@ -51,6 +56,11 @@ pub struct Script {
     /// Characters per streamed text/argument delta (default 16).
     #[serde(default)]
     pub chunk_chars: Option<usize>,
+    /// The agent offers no tools and edits through its answers' text: every request is a step
+    /// (counted by the step texts already among the assistant messages), answered with the
+    /// step's `text`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_protocol: bool,
 }
 
 /// One model response.
@@ -153,6 +163,12 @@ impl Script {
                         .into(),
                 });
             }
+            if self.text_protocol && (s.write_file.is_some() || s.run.is_some()) {
+                return Err(ScriptError::Step {
+                    index,
+                    message: "a text_protocol script answers in text only: write the edit in the agent's format under `text`".into(),
+                });
+            }
             if s.write_file.is_none() && s.run.is_none() && s.text.is_none() {
                 return Err(ScriptError::Step {
                     index,
@@ -183,6 +199,7 @@ impl Script {
                 ..Default::default()
             }],
             chunk_chars: None,
+            text_protocol: false,
         }
     }
 }
@@ -317,6 +334,31 @@ pub(crate) fn step_index(format: WireFormat, req: &Value) -> usize {
     }
 }
 
+/// The step of a text-protocol script: how many of its steps' texts are already assistant
+/// messages in the conversation (an agent's few-shot examples are assistant messages too, so a
+/// plain count would not do).
+fn answers_so_far(script: &Script, format: WireFormat, req: &Value) -> usize {
+    let key = match format {
+        WireFormat::OpenAiResponses => "input",
+        WireFormat::AnthropicMessages | WireFormat::OpenAiChat => "messages",
+    };
+    let texts: Vec<&str> = script
+        .steps
+        .iter()
+        .filter_map(|s| s.text.as_deref().map(str::trim))
+        .collect();
+    req.get(key)
+        .and_then(Value::as_array)
+        .map(|ms| {
+            ms.iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .filter_map(|m| m.get("content").and_then(Value::as_str))
+                .filter(|c| texts.contains(&c.trim()))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// The working directory a CLI states in its prompt (Claude Code: "working directory: X";
 /// Codex: `<cwd>X</cwd>`).
 fn stated_cwd(req: &Value) -> Option<String> {
@@ -436,6 +478,26 @@ pub(crate) fn plan_turn(
 ) -> Turn {
     let chunk_chars = script.chunk_chars.unwrap_or(16).max(1);
     let tools = tools_of(format, req);
+    if script.text_protocol {
+        let idx = answers_so_far(script, format, req);
+        let step = script.steps.get(idx);
+        return Turn {
+            text: Some(
+                step.and_then(|s| s.text.clone())
+                    .unwrap_or_else(|| "Script finished.".into()),
+            ),
+            call: None,
+            usage: step.map_or(
+                StepUsage {
+                    input_tokens: 0,
+                    output_tokens: 0,
+                },
+                |s| s.usage.unwrap_or(DEFAULT_STEP_USAGE),
+            ),
+            chunk_chars,
+            id_seed: format!("{script_name}-{idx}"),
+        };
+    }
     if tools.is_empty() {
         return Turn {
             text: Some("ok".into()),
@@ -507,6 +569,38 @@ mod tests {
             "#,
         )
         .expect("valid script")
+    }
+
+    #[test]
+    fn a_text_protocol_script_answers_every_request_by_its_assistant_count() {
+        let script = Script::from_toml(
+            r#"
+            text_protocol = true
+            [[steps]]
+            text = "out.txt\n```\ndone\n```\n"
+            [[steps]]
+            text = "Done."
+            usage = { input_tokens = 7, output_tokens = 3 }
+            "#,
+        )
+        .expect("valid script");
+        let first =
+            json!({"messages": [{"role":"system","content":"s"},{"role":"user","content":"go"}]});
+        let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &first);
+        assert!(t.call.is_none());
+        assert_eq!(t.text.as_deref(), Some("out.txt\n```\ndone\n```\n"));
+        assert_eq!(t.usage, DEFAULT_STEP_USAGE);
+        // an agent's few-shot example answers do not count
+        let second = json!({"messages": [{"role":"user","content":"e.g."},{"role":"assistant","content":"Ok."},{"role":"user","content":"go"},{"role":"assistant","content":"out.txt\n```\ndone\n```"},{"role":"user","content":"more"}]});
+        let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &second);
+        assert_eq!(t.text.as_deref(), Some("Done."));
+        assert_eq!(t.usage.input_tokens, 7);
+        let third = json!({"messages": [{"role":"assistant","content":"out.txt\n```\ndone\n```\n"},{"role":"assistant","content":"Done."}]});
+        let t = plan_turn(&script, "s", WireFormat::OpenAiChat, &third);
+        assert_eq!(t.text.as_deref(), Some("Script finished."));
+        assert_eq!(t.usage.output_tokens, 0);
+        let bad = Script::from_toml("text_protocol = true\n[[steps]]\nrun = \"ls\"\n");
+        assert!(bad.is_err());
     }
 
     #[test]

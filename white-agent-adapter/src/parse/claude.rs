@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{RunState, Terminal, content_text, str_field, summarize_call, u64_field};
+use super::{
+    EventState, Events, RunState, Terminal, content_text, json_line, str_field, summarize_call,
+    u64_field,
+};
 use crate::trajectory::{StepMetrics, StepSource, ToolCall};
 
 /// Per-message usage, keyed by message id: Claude Code repeats a message's usage on every
@@ -27,12 +30,26 @@ fn usage_of(usage: &Value) -> [u64; 4] {
     ]
 }
 
+/// The Claude Code stream-json format.
+pub(super) struct Claude;
+
+impl Events for Claude {
+    fn name(&self) -> &'static str {
+        "claude-code"
+    }
+    fn start(&self) -> Box<dyn EventState> {
+        Box::new(ClaudeState::default())
+    }
+}
+
+impl EventState for ClaudeState {
+    fn line(&mut self, state: &mut RunState, line: &str) -> bool {
+        json_line(line, |event| apply(self, state, event))
+    }
+}
+
 /// Applies one event; returns false when the event has an unknown shape.
-pub(super) fn apply(
-    claude: &mut ClaudeState,
-    state: &mut RunState,
-    event: &Map<String, Value>,
-) -> bool {
+fn apply(claude: &mut ClaudeState, state: &mut RunState, event: &Map<String, Value>) -> bool {
     let event = Value::Object(event.clone());
     match str_field(&event, "type") {
         Some("system") => {
@@ -231,7 +248,7 @@ mod tests {
 
     #[test]
     fn success_stream_gives_answer_usage_cost_and_trajectory() {
-        let state = run(Dialect::ClaudeCode, &fixture("claude/success.jsonl"));
+        let state = run(Dialect::CLAUDE_CODE, &fixture("claude/success.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(
             state.answer.as_deref(),
@@ -269,7 +286,7 @@ mod tests {
 
     #[test]
     fn tool_error_text_does_not_fail_the_run() {
-        let state = run(Dialect::ClaudeCode, &fixture("claude/tool_error.jsonl"));
+        let state = run(Dialect::CLAUDE_CODE, &fixture("claude/tool_error.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.tool_errors, 1);
         assert_eq!(state.last_tool.as_deref(), Some("Bash: python solve.py"));
@@ -277,7 +294,7 @@ mod tests {
 
     #[test]
     fn max_turns_is_a_failure_with_a_reason() {
-        let state = run(Dialect::ClaudeCode, &fixture("claude/max_turns.jsonl"));
+        let state = run(Dialect::CLAUDE_CODE, &fixture("claude/max_turns.jsonl"));
         let Some(Terminal::Failed { reason }) = state.terminal else {
             panic!("expected failure, got {:?}", state.terminal);
         };
@@ -287,7 +304,7 @@ mod tests {
 
     #[test]
     fn crash_mid_stream_has_no_terminal_event_but_keeps_progress() {
-        let state = run(Dialect::ClaudeCode, &fixture("claude/crash.jsonl"));
+        let state = run(Dialect::CLAUDE_CODE, &fixture("claude/crash.jsonl"));
         assert_eq!(state.terminal, None);
         assert_eq!(
             state.last_tool.as_deref(),
@@ -302,7 +319,7 @@ mod tests {
 
     #[test]
     fn garbage_lines_are_counted_and_skipped() {
-        let state = run(Dialect::ClaudeCode, &fixture("claude/garbage.jsonl"));
+        let state = run(Dialect::CLAUDE_CODE, &fixture("claude/garbage.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.ignored_lines, 4);
         assert_eq!(state.answer.as_deref(), Some("done"));
@@ -311,7 +328,7 @@ mod tests {
     #[test]
     fn api_error_result_fails_with_the_message() {
         let state = run(
-            Dialect::ClaudeCode,
+            Dialect::CLAUDE_CODE,
             r#"{"type":"result","subtype":"success","is_error":true,"duration_ms":10,"duration_api_ms":0,"num_turns":1,"session_id":"s","result":"API Error: 401 invalid token","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#,
         );
         assert_eq!(

@@ -8,11 +8,35 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{RunState, Terminal, str_field, summarize_call, u64_field};
+use super::{
+    EventState, Events, RunState, Terminal, json_line, str_field, summarize_call, u64_field,
+};
 use crate::trajectory::{StepMetrics, StepSource, ToolCall};
 
+/// The Codex JSON-lines format.
+pub(super) struct Codex;
+
+impl Events for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+    fn start(&self) -> Box<dyn EventState> {
+        Box::new(CodexState)
+    }
+}
+
+/// Codex keeps no state between events.
+#[derive(Debug)]
+struct CodexState;
+
+impl EventState for CodexState {
+    fn line(&mut self, state: &mut RunState, line: &str) -> bool {
+        json_line(line, |event| apply(state, event))
+    }
+}
+
 /// Applies one event; returns false when the event has an unknown shape.
-pub(super) fn apply(state: &mut RunState, event: &Map<String, Value>) -> bool {
+fn apply(state: &mut RunState, event: &Map<String, Value>) -> bool {
     let event = Value::Object(event.clone());
     match str_field(&event, "type") {
         Some("thread.started") => {
@@ -170,7 +194,7 @@ mod tests {
 
     #[test]
     fn success_stream_gives_answer_usage_and_trajectory() {
-        let state = run(Dialect::Codex, &fixture("codex/success.jsonl"));
+        let state = run(Dialect::CODEX, &fixture("codex/success.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(
             state.answer.as_deref(),
@@ -195,7 +219,7 @@ mod tests {
 
     #[test]
     fn failing_command_and_echoed_error_text_do_not_fail_the_run() {
-        let state = run(Dialect::Codex, &fixture("codex/tool_error.jsonl"));
+        let state = run(Dialect::CODEX, &fixture("codex/tool_error.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.tool_errors, 1);
         assert_eq!(
@@ -206,7 +230,7 @@ mod tests {
 
     #[test]
     fn turn_failed_at_the_limit_is_a_failure_with_the_reason() {
-        let state = run(Dialect::Codex, &fixture("codex/max_turns.jsonl"));
+        let state = run(Dialect::CODEX, &fixture("codex/max_turns.jsonl"));
         assert_eq!(
             state.terminal,
             Some(Terminal::Failed {
@@ -217,7 +241,7 @@ mod tests {
 
     #[test]
     fn crash_mid_stream_keeps_the_last_retry_error_as_a_hint() {
-        let state = run(Dialect::Codex, &fixture("codex/crash.jsonl"));
+        let state = run(Dialect::CODEX, &fixture("codex/crash.jsonl"));
         assert_eq!(state.terminal, None);
         assert_eq!(
             state.last_error.as_deref(),
@@ -233,7 +257,7 @@ mod tests {
 
     #[test]
     fn garbage_lines_are_counted_and_skipped() {
-        let state = run(Dialect::Codex, &fixture("codex/garbage.jsonl"));
+        let state = run(Dialect::CODEX, &fixture("codex/garbage.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.ignored_lines, 3);
         assert_eq!(state.answer.as_deref(), Some("ok"));

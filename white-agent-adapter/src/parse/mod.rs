@@ -12,22 +12,152 @@ mod codex;
 mod opencode;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::trajectory::{StepSource, Trajectory, TrajectoryBuilder};
 
-/// Which event format a driver's stdout speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dialect {
+/// One agent CLI's output format: how its stdout lines (and, for CLIs that write one, its
+/// transcript file) become steps, usage and a verdict. The JSON-stream CLIs' formats live in
+/// this module's files; a driver may bring its own (see `drivers::aider`).
+pub trait Events: Send + Sync + 'static {
+    /// The format's name (launch-plan snapshots, logs).
+    fn name(&self) -> &'static str;
+    /// Fresh state for one run.
+    fn start(&self) -> Box<dyn EventState>;
+    /// Whether a run must end with the format's terminal event; when false the exit code
+    /// decides.
+    fn needs_terminal(&self) -> bool {
+        true
+    }
+}
+
+/// One run's parsing state.
+pub trait EventState: Send + std::fmt::Debug {
+    /// One stdout line (without its newline); returns whether it was understood.
+    fn line(&mut self, state: &mut RunState, line: &str) -> bool;
+    /// The transcript file the launch plan names, read after the CLI exited.
+    fn transcript(&mut self, _state: &mut RunState, _text: &str) {}
+    /// The end of the run.
+    fn finish(&mut self, _state: &mut RunState) {}
+}
+
+/// Which event format a driver's stdout speaks: a handle on an [`Events`].
+#[derive(Clone, Copy)]
+pub struct Dialect(pub &'static dyn Events);
+
+impl Dialect {
     /// Claude Code `-p --output-format stream-json --verbose`.
-    ClaudeCode,
+    pub const CLAUDE_CODE: Dialect = Dialect(&claude::Claude);
     /// Codex `exec --json`.
-    Codex,
+    pub const CODEX: Dialect = Dialect(&codex::Codex);
     /// OpenCode `run --format json`.
-    OpenCode,
+    pub const OPENCODE: Dialect = Dialect(&opencode::OpenCode);
     /// Free text (the `command`, `oracle` and `nop` drivers): no events, the exit code decides.
-    Plain,
+    pub const PLAIN: Dialect = Dialect(&Plain);
+
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    pub fn needs_terminal(self) -> bool {
+        self.0.needs_terminal()
+    }
+}
+
+impl PartialEq for Dialect {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Dialect {}
+
+impl std::fmt::Debug for Dialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Dialect {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// Parses a JSON-lines stdout: each non-empty line must be one JSON object, handed to `apply`
+/// (which says whether it knew the event's shape).
+pub(crate) fn json_line(line: &str, apply: impl FnOnce(&Map<String, Value>) -> bool) -> bool {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return true;
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Object(event)) => apply(&event),
+        _ => false,
+    }
+}
+
+/// Free text: the stdout tail is the answer.
+struct Plain;
+
+impl Events for Plain {
+    fn name(&self) -> &'static str {
+        "plain"
+    }
+    fn start(&self) -> Box<dyn EventState> {
+        Box::new(PlainState::default())
+    }
+    fn needs_terminal(&self) -> bool {
+        false
+    }
+}
+
+/// The last [`PLAIN_ANSWER_BYTES`] of stdout.
+#[derive(Debug, Default)]
+pub(crate) struct PlainState {
+    tail: String,
+}
+
+fn cut_front(text: &mut String, keep: usize) {
+    if text.len() > keep {
+        let mut cut = text.len() - keep;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text.drain(..cut);
+    }
+}
+
+impl PlainState {
+    /// Keeps `line` in the tail.
+    pub(crate) fn push(&mut self, line: &str) {
+        self.tail.push_str(line);
+        self.tail.push('\n');
+        if self.tail.len() > 2 * PLAIN_ANSWER_BYTES {
+            cut_front(&mut self.tail, PLAIN_ANSWER_BYTES);
+        }
+    }
+
+    /// The tail, at most [`PLAIN_ANSWER_BYTES`], trimmed.
+    pub(crate) fn take(&mut self) -> String {
+        let mut tail = std::mem::take(&mut self.tail);
+        cut_front(&mut tail, PLAIN_ANSWER_BYTES);
+        tail.trim_end().to_owned()
+    }
+}
+
+impl EventState for PlainState {
+    fn line(&mut self, _state: &mut RunState, line: &str) -> bool {
+        self.push(line);
+        true
+    }
+    fn finish(&mut self, state: &mut RunState) {
+        let answer = self.take();
+        if !answer.is_empty() {
+            state.trajectory.push(StepSource::Agent, answer.clone());
+            state.answer = Some(answer);
+        }
+    }
 }
 
 /// Token usage of a run (sums over model calls).
@@ -85,12 +215,11 @@ pub struct RunState {
 }
 
 /// Parses one run's stdout.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct StreamParser {
     dialect: Dialect,
     state: RunState,
-    claude: claude::ClaudeState,
-    plain_tail: String,
+    events: Box<dyn EventState>,
 }
 
 /// Bytes of plain stdout kept as the answer of `Plain` runs.
@@ -101,8 +230,7 @@ impl StreamParser {
         Self {
             dialect,
             state: RunState::default(),
-            claude: claude::ClaudeState::default(),
-            plain_tail: String::new(),
+            events: dialect.0.start(),
         }
     }
 
@@ -124,39 +252,14 @@ impl StreamParser {
 
     /// Feeds one line of stdout (without its newline).
     pub fn feed_line(&mut self, line: &str) {
-        if self.dialect == Dialect::Plain {
-            self.feed_plain(line);
-            return;
-        }
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
-            return;
-        }
-        let Ok(Value::Object(event)) = serde_json::from_str::<Value>(trimmed) else {
-            self.state.ignored_lines += 1;
-            return;
-        };
-        let known = match self.dialect {
-            Dialect::ClaudeCode => claude::apply(&mut self.claude, &mut self.state, &event),
-            Dialect::Codex => codex::apply(&mut self.state, &event),
-            Dialect::OpenCode => opencode::apply(&mut self.state, &event),
-            Dialect::Plain => true,
-        };
-        if !known {
+        if !self.events.line(&mut self.state, line) {
             self.state.ignored_lines += 1;
         }
     }
 
-    fn feed_plain(&mut self, line: &str) {
-        self.plain_tail.push_str(line);
-        self.plain_tail.push('\n');
-        if self.plain_tail.len() > 2 * PLAIN_ANSWER_BYTES {
-            let mut cut = self.plain_tail.len() - PLAIN_ANSWER_BYTES;
-            while !self.plain_tail.is_char_boundary(cut) {
-                cut += 1;
-            }
-            self.plain_tail.drain(..cut);
-        }
+    /// Feeds the transcript file the CLI wrote (read after it exited).
+    pub fn feed_transcript(&mut self, text: &str) {
+        self.events.transcript(&mut self.state, text);
     }
 
     /// What is known so far.
@@ -164,25 +267,9 @@ impl StreamParser {
         &self.state
     }
 
-    /// Ends the stream: for `Plain` runs the answer is the stdout tail.
+    /// Ends the stream (for `Plain` runs the answer is the stdout tail).
     pub fn finish(mut self) -> RunState {
-        if self.dialect == Dialect::Plain {
-            let mut tail = std::mem::take(&mut self.plain_tail);
-            if tail.len() > PLAIN_ANSWER_BYTES {
-                let mut cut = tail.len() - PLAIN_ANSWER_BYTES;
-                while !tail.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                tail.drain(..cut);
-            }
-            let answer = tail.trim_end().to_owned();
-            if !answer.is_empty() {
-                self.state
-                    .trajectory
-                    .push(StepSource::Agent, answer.clone());
-                self.state.answer = Some(answer);
-            }
-        }
+        self.events.finish(&mut self.state);
         self.state
     }
 }
@@ -295,7 +382,7 @@ mod tests {
 
     #[test]
     fn plain_runs_keep_the_stdout_tail_as_answer() {
-        let mut parser = StreamParser::new(Dialect::Plain);
+        let mut parser = StreamParser::new(Dialect::PLAIN);
         for i in 0..20_000 {
             parser.feed_line(&format!("line {i}"));
         }
@@ -431,9 +518,9 @@ mod atif_conformance {
     #[test]
     fn every_recorded_stream_gives_a_conforming_trajectory() {
         let cases = [
-            (Dialect::ClaudeCode, "claude"),
-            (Dialect::Codex, "codex"),
-            (Dialect::OpenCode, "opencode"),
+            (Dialect::CLAUDE_CODE, "claude"),
+            (Dialect::CODEX, "codex"),
+            (Dialect::OPENCODE, "opencode"),
         ];
         for (dialect, dir) in cases {
             for name in ["success", "tool_error", "max_turns", "crash", "garbage"] {
@@ -443,7 +530,7 @@ mod atif_conformance {
             }
         }
         let plain = {
-            let mut parser = StreamParser::new(Dialect::Plain);
+            let mut parser = StreamParser::new(Dialect::PLAIN);
             parser.record_instruction("x");
             parser.feed_line("done");
             parser.finish()

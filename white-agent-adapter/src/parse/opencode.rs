@@ -8,11 +8,36 @@
 
 use serde_json::{Map, Value};
 
-use super::{RunState, Terminal, content_text, str_field, summarize_call, u64_field};
+use super::{
+    EventState, Events, RunState, Terminal, content_text, json_line, str_field, summarize_call,
+    u64_field,
+};
 use crate::trajectory::{StepMetrics, StepSource, ToolCall};
 
+/// The OpenCode JSON-lines format.
+pub(super) struct OpenCode;
+
+impl Events for OpenCode {
+    fn name(&self) -> &'static str {
+        "open-code"
+    }
+    fn start(&self) -> Box<dyn EventState> {
+        Box::new(OpenCodeState)
+    }
+}
+
+/// OpenCode keeps no state between events.
+#[derive(Debug)]
+struct OpenCodeState;
+
+impl EventState for OpenCodeState {
+    fn line(&mut self, state: &mut RunState, line: &str) -> bool {
+        json_line(line, |event| apply(state, event))
+    }
+}
+
 /// Applies one event; returns false when the event has an unknown shape.
-pub(super) fn apply(state: &mut RunState, event: &Map<String, Value>) -> bool {
+fn apply(state: &mut RunState, event: &Map<String, Value>) -> bool {
     let event = Value::Object(event.clone());
     if state.trajectory.session_id.is_none() {
         state.trajectory.session_id = str_field(&event, "sessionID").map(str::to_owned);
@@ -139,7 +164,7 @@ mod tests {
 
     #[test]
     fn success_stream_gives_answer_usage_cost_and_trajectory() {
-        let state = run(Dialect::OpenCode, &fixture("opencode/success.jsonl"));
+        let state = run(Dialect::OPENCODE, &fixture("opencode/success.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(
             state.answer.as_deref(),
@@ -160,7 +185,7 @@ mod tests {
 
     #[test]
     fn tool_error_does_not_fail_the_run() {
-        let state = run(Dialect::OpenCode, &fixture("opencode/tool_error.jsonl"));
+        let state = run(Dialect::OPENCODE, &fixture("opencode/tool_error.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.tool_errors, 1);
         assert_eq!(state.last_tool.as_deref(), Some("bash: python solve.py"));
@@ -168,7 +193,7 @@ mod tests {
 
     #[test]
     fn max_steps_ends_with_the_forced_summary_and_length_stop_fails() {
-        let state = run(Dialect::OpenCode, &fixture("opencode/max_turns.jsonl"));
+        let state = run(Dialect::OPENCODE, &fixture("opencode/max_turns.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.usage.turns, 3);
         assert_eq!(
@@ -176,7 +201,7 @@ mod tests {
             Some("Maximum steps reached. Done so far: read the data. Remaining: write result.txt.")
         );
         let cut = run(
-            Dialect::OpenCode,
+            Dialect::OPENCODE,
             r#"{"type":"step_finish","timestamp":1,"sessionID":"ses_x","part":{"type":"step-finish","reason":"length","tokens":{"input":1,"output":2,"reasoning":0,"cache":{"read":0,"write":0}},"cost":0}}"#,
         );
         assert!(matches!(cut.terminal, Some(Terminal::Failed { .. })));
@@ -184,7 +209,7 @@ mod tests {
 
     #[test]
     fn error_event_is_terminal_even_if_a_step_finishes_later() {
-        let state = run(Dialect::OpenCode, &fixture("opencode/crash.jsonl"));
+        let state = run(Dialect::OPENCODE, &fixture("opencode/crash.jsonl"));
         assert_eq!(
             state.terminal,
             Some(Terminal::Failed {
@@ -201,14 +226,14 @@ mod tests {
             .take(3)
             .map(|line| format!("{line}\n"))
             .collect();
-        let state = run(Dialect::OpenCode, &cut);
+        let state = run(Dialect::OPENCODE, &cut);
         assert_eq!(state.terminal, None);
         assert!(state.last_tool.is_some());
     }
 
     #[test]
     fn garbage_lines_are_counted_and_skipped() {
-        let state = run(Dialect::OpenCode, &fixture("opencode/garbage.jsonl"));
+        let state = run(Dialect::OPENCODE, &fixture("opencode/garbage.jsonl"));
         assert_eq!(state.terminal, Some(Terminal::Success));
         assert_eq!(state.ignored_lines, 3);
         assert_eq!(state.answer.as_deref(), Some("ok"));
