@@ -37,10 +37,14 @@ pub enum AgentSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AgentSpecError {
     #[error(
-        "unknown agent `{0}`: use oracle, nop, claude-code:model=NAME, codex:model=NAME, \
+        "unknown agent `{spec}`{hint}: use oracle, nop, claude-code:model=NAME, codex:model=NAME, \
          opencode:model=PROVIDER/NAME, cmd:SHELL COMMAND or a2a:URL"
     )]
-    Unknown(String),
+    Unknown {
+        spec: String,
+        /// ` (did you mean `…`?)` or nothing.
+        hint: String,
+    },
     #[error("agent `{spec}`: {reason}")]
     Invalid { spec: String, reason: String },
     #[error(
@@ -84,6 +88,35 @@ fn model(spec: &str, rest: Option<&str>) -> Result<String, AgentSpecError> {
             spec: spec.to_owned(),
             reason: "a model is required, e.g. `:model=NAME`".into(),
         })
+}
+
+/// The agent kinds a spec starts with.
+const KINDS: &[&str] = &[
+    "oracle",
+    "nop",
+    "claude-code",
+    "codex",
+    "opencode",
+    "cmd",
+    "a2a",
+];
+
+/// An unknown spec, with the spec it was probably meant to be.
+fn unknown(spec: &str, head: &str, rest: Option<&str>) -> AgentSpecError {
+    let hint = match crate::suggest::closest(head, KINDS.iter().copied()) {
+        Some(kind) => match rest {
+            Some(rest) if !matches!(kind, "oracle" | "nop") => {
+                format!(" (did you mean `{kind}:{rest}`?)")
+            }
+            _ => format!(" (did you mean `{kind}`?)"),
+        },
+        None if matches!(head, "oracle" | "nop") => format!(" (`{head}` takes no options)"),
+        None => String::new(),
+    };
+    AgentSpecError::Unknown {
+        spec: spec.to_owned(),
+        hint,
+    }
 }
 
 impl AgentSpec {
@@ -139,7 +172,7 @@ impl AgentSpec {
                     url: url.to_owned(),
                 }
             }
-            _ => return Err(AgentSpecError::Unknown(spec.to_owned())),
+            _ => return Err(unknown(spec, head, rest)),
         })
     }
 

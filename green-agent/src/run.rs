@@ -40,11 +40,19 @@ pub enum RunError {
     Agent(#[from] AgentSpecError),
     #[error("{0}")]
     Tasks(String),
-    #[error("no task matches the filters {filters:?} / kinds {kinds:?} among {total} loaded tasks")]
+    #[error("no task of the {total} loaded matches {wanted}{hint}")]
     NoTasks {
-        filters: Vec<String>,
-        kinds: Vec<String>,
+        /// `--filter a,b and --kind c` in words.
+        wanted: String,
+        /// ` (did you mean …?)` or nothing.
+        hint: String,
         total: usize,
+    },
+    #[error("`--kind {kind}` is not a task kind{hint}; the kinds are {known}")]
+    UnknownKind {
+        kind: String,
+        hint: String,
+        known: String,
     },
     #[error("no agents given: use --agents oracle,nop (or any agent spec)")]
     NoAgents,
@@ -68,10 +76,9 @@ pub enum RunError {
     Staging { venv: PathBuf, reason: String },
     #[error("cannot start the model proxy: {0}")]
     Proxy(String),
-    #[error(
-        "cannot use Docker: {0}; is the Docker Engine running and is this user allowed to use it?"
-    )]
-    Docker(#[source] sandbox::SandboxError),
+    /// The sandbox error says what failed and how to fix it (its cause follows it).
+    #[error(transparent)]
+    Docker(sandbox::SandboxError),
     #[error("image `{image}` for task {task}: {reason}")]
     Image {
         image: String,
@@ -185,6 +192,15 @@ pub fn plan_trials(
 pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
     let all = tasks::load_suite(&plan.tasks).map_err(|e| RunError::Tasks(e.to_string()))?;
     let total = all.len();
+    let kinds: Vec<&str> = tasks::TaskKind::ALL.iter().map(|k| k.as_str()).collect();
+    if let Some(kind) = plan.kinds.iter().find(|k| !kinds.contains(&k.as_str())) {
+        return Err(RunError::UnknownKind {
+            kind: kind.clone(),
+            hint: crate::suggest::did_you_mean(kind, kinds.iter().copied()),
+            known: kinds.join(", "),
+        });
+    }
+    let ids: Vec<String> = all.iter().map(|t| t.id().to_owned()).collect();
     let kept: Vec<Arc<tasks::Task>> = all
         .into_iter()
         .filter(|t| {
@@ -194,9 +210,28 @@ pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
         .map(Arc::new)
         .collect();
     if kept.is_empty() {
+        let mut wanted = Vec::new();
+        if !plan.filters.is_empty() {
+            wanted.push(format!("--filter {}", plan.filters.join(",")));
+        }
+        if !plan.kinds.is_empty() {
+            wanted.push(format!("--kind {}", plan.kinds.join(",")));
+        }
+        // A mistyped filter is closest to an id or to a word of one.
+        let words: Vec<&str> = ids
+            .iter()
+            .flat_map(|id| std::iter::once(id.as_str()).chain(id.split(['-', '_', '/'])))
+            .collect();
+        let hint = plan
+            .filters
+            .iter()
+            .filter(|f| !ids.iter().any(|id| id.contains(f.as_str())))
+            .find_map(|f| crate::suggest::closest(f, words.iter().copied()))
+            .map(|w| format!(" (did you mean --filter {w}?)"))
+            .unwrap_or_default();
         return Err(RunError::NoTasks {
-            filters: plan.filters.clone(),
-            kinds: plan.kinds.clone(),
+            wanted: wanted.join(" and "),
+            hint,
             total,
         });
     }
