@@ -217,16 +217,14 @@ pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
         if !plan.kinds.is_empty() {
             wanted.push(format!("--kind {}", plan.kinds.join(",")));
         }
-        // A mistyped filter is closest to an id or to a word of one.
-        let words: Vec<&str> = ids
-            .iter()
-            .flat_map(|id| std::iter::once(id.as_str()).chain(id.split(['-', '_', '/'])))
-            .collect();
+        // A mistyped filter is closest to a run of words of an id (`csv-stats` of
+        // `generic-csv-stats`).
+        let words: Vec<String> = ids.iter().flat_map(|id| word_runs(id)).collect();
         let hint = plan
             .filters
             .iter()
             .filter(|f| !ids.iter().any(|id| id.contains(f.as_str())))
-            .find_map(|f| crate::suggest::closest(f, words.iter().copied()))
+            .find_map(|f| crate::suggest::closest(f, words.iter().map(String::as_str)))
             .map(|w| format!(" (did you mean --filter {w}?)"))
             .unwrap_or_default();
         return Err(RunError::NoTasks {
@@ -236,6 +234,18 @@ pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
         });
     }
     Ok(kept)
+}
+
+/// Every run of consecutive `-`-separated words of a task id, the id included.
+fn word_runs(id: &str) -> Vec<String> {
+    let words: Vec<&str> = id.split('-').collect();
+    let mut out = Vec::new();
+    for start in 0..words.len() {
+        for end in start + 1..=words.len() {
+            out.push(words[start..end].join("-"));
+        }
+    }
+    out
 }
 
 /// Every check that needs no container: agents, keys, tasks, adapter, port. Then Docker, the

@@ -18,20 +18,20 @@ impl RunRef {
     /// database, a directory whose name is the run id) or a run id under `results_dir`.
     pub fn resolve(given: &str, results_dir: &Path, shared_database: bool) -> Self {
         let as_path = Path::new(given);
+        let is_id = !given.contains('/') && results_dir.join(given).join(DB_FILE).is_file();
         let is_folder = as_path.join(DB_FILE).is_file()
-            || (shared_database && given.contains(std::path::MAIN_SEPARATOR) && as_path.is_dir());
-        if is_folder
-            && !results_dir.join(given).join(DB_FILE).is_file()
-            && let Some(name) = as_path.file_name()
-        {
+            || (shared_database && given.contains('/') && as_path.is_dir());
+        if !is_id && is_folder {
             let folder = std::fs::canonicalize(as_path).unwrap_or_else(|_| as_path.to_path_buf());
-            let parent = folder
-                .parent()
-                .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-            return Self {
-                results_dir: parent,
-                run_id: name.to_string_lossy().into_owned(),
-            };
+            if let Some(name) = folder.file_name() {
+                let parent = folder
+                    .parent()
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+                return Self {
+                    results_dir: parent,
+                    run_id: name.to_string_lossy().into_owned(),
+                };
+            }
         }
         Self {
             results_dir: results_dir.to_path_buf(),
