@@ -71,7 +71,7 @@ pub enum RunError {
     #[error("judge: {0}")]
     Judge(String),
     #[error(
-        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap to create the venv)"
+        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap-tests to create the venv with the CLI wheels)"
     )]
     Staging { venv: PathBuf, reason: String },
     #[error("cannot start the model proxy: {0}")]

@@ -7,6 +7,7 @@
 //! - [`import`]: SciCode, PRBench, PaperBench, SciCoQA, Harbor and MMSiCode importers.
 
 mod error;
+mod instruction;
 pub mod import;
 mod load;
 mod paths;
