@@ -62,18 +62,16 @@ pub fn render(task: &Task) -> String {
         })
         .collect();
     let env = environment();
-    let rendered = env
-        .get_template(&template_name(task.kind))
-        .and_then(|t| {
-            t.render(context! {
-                instruction => task.instruction.trim(),
-                stages => stages,
-                attachments => task.attachments,
-                outputs => task.expected_outputs,
-                forbidden => in_words(&task.constraints.forbidden_modules),
-                notes => task.constraints.notes,
-            })
-        });
+    let rendered = env.get_template(&template_name(task.kind)).and_then(|t| {
+        t.render(context! {
+            instruction => task.instruction.trim(),
+            stages => stages,
+            attachments => task.attachments,
+            outputs => task.expected_outputs,
+            forbidden => in_words(&task.constraints.forbidden_modules),
+            notes => task.constraints.notes,
+        })
+    });
     match rendered {
         Ok(text) => tidy(&text),
         Err(e) => {
@@ -128,10 +126,17 @@ mod tests {
             assert!(text.starts_with("Do it.\n\n"), "{text}");
             assert!(text.contains("- `paper.md`\n"), "{text}");
             assert!(text.contains("- `out.py`\n"), "{text}");
-            assert!(text.contains("- Do not use `scipy`.\n- Be brief.\n"), "{text}");
+            assert!(
+                text.contains("- Do not use `scipy`.\n- Be brief.\n"),
+                "{text}"
+            );
             assert!(!text.contains("\n\n\n"), "{text}");
         }
-        assert_eq!(TEMPLATES.len(), TaskKind::ALL.len() + 1, "a template per kind");
+        assert_eq!(
+            TEMPLATES.len(),
+            TaskKind::ALL.len() + 1,
+            "a template per kind"
+        );
     }
 
     #[test]

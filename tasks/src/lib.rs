@@ -7,8 +7,8 @@
 //! - [`import`]: SciCode, PRBench, PaperBench, SciCoQA, Harbor and MMSiCode importers.
 
 mod error;
-mod instruction;
 pub mod import;
+mod instruction;
 mod load;
 mod paths;
 pub mod spec;

@@ -10,7 +10,11 @@ fn every_bundled_task_instruction() {
     assert!(tasks.len() >= 9, "every bundled task: {}", tasks.len());
     for task in &tasks {
         let text = task.agent_view().instruction;
-        assert!(!text.contains("Constraints:"), "{}: no raw constraints", task.id());
+        assert!(
+            !text.contains("Constraints:"),
+            "{}: no raw constraints",
+            task.id()
+        );
         assert!(!text.contains('{'), "{}: no JSON in the prose", task.id());
         for output in task.expected_outputs() {
             assert_eq!(
