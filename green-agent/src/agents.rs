@@ -52,8 +52,12 @@ pub fn hosted_kinds() -> Vec<&'static str> {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AgentSpecError {
-    #[error("unknown agent `{0}`: use {forms} or a2a:URL", forms = forms())]
-    Unknown(String),
+    #[error("unknown agent `{spec}`{hint}: use {forms} or a2a:URL", forms = forms())]
+    Unknown {
+        spec: String,
+        /// ` (did you mean `…`?)` or nothing.
+        hint: String,
+    },
     #[error("agent `{spec}`: {reason}")]
     Invalid { spec: String, reason: String },
     #[error(
@@ -99,6 +103,38 @@ fn model(spec: &str, rest: Option<&str>) -> Result<String, AgentSpecError> {
         })
 }
 
+/// The agent kinds a spec starts with: one per driver, and `a2a`.
+fn kinds() -> Vec<&'static str> {
+    let mut kinds = hosted_kinds();
+    kinds.push("a2a");
+    kinds
+}
+
+/// Whether `kind` names a driver that takes no options (`oracle`, `nop`).
+fn is_bare(kind: &str) -> bool {
+    DriverKind::ALL
+        .iter()
+        .any(|d| d.name() == kind && matches!(d.driver().spec_form(), SpecForm::Bare))
+}
+
+/// An unknown spec, with the spec it was probably meant to be.
+fn unknown(spec: &str, head: &str, rest: Option<&str>) -> AgentSpecError {
+    let hint = match crate::suggest::closest(head, kinds()) {
+        Some(kind) => match rest {
+            Some(rest) if !is_bare(kind) => {
+                format!(" (did you mean `{kind}:{rest}`?)")
+            }
+            _ => format!(" (did you mean `{kind}`?)"),
+        },
+        None if is_bare(head) => format!(" (`{head}` takes no options)"),
+        None => String::new(),
+    };
+    AgentSpecError::Unknown {
+        spec: spec.to_owned(),
+        hint,
+    }
+}
+
 impl AgentSpec {
     /// Parses one spec.
     pub fn parse(spec: &str) -> Result<Self, AgentSpecError> {
@@ -132,14 +168,14 @@ impl AgentSpec {
                 _ => None,
             });
         let Some((driver, form)) = found else {
-            return Err(AgentSpecError::Unknown(spec.to_owned()));
+            return Err(unknown(spec, head, rest));
         };
         Ok(match form {
             SpecForm::Bare if rest.is_none() => match driver {
                 DriverKind::Oracle => AgentSpec::Oracle,
                 _ => AgentSpec::Nop,
             },
-            SpecForm::Bare => return Err(AgentSpecError::Unknown(spec.to_owned())),
+            SpecForm::Bare => return Err(unknown(spec, head, rest)),
             SpecForm::Model => {
                 let model = model(spec, rest)?;
                 driver

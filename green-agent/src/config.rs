@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use serde::de::Error as _;
 use serde::{Deserialize, Serialize};
 
 /// Default settings file looked up in the working directory.
@@ -78,10 +79,11 @@ impl<'de> Deserialize<'de> for Span {
     }
 }
 
-/// The type of a setting in [`Settings`]: the value, or an optional one.
+/// The type of a setting in its resolved group: the value, or an optional one.
 macro_rules! setting_type {
     (val $ty:ty) => { $ty };
     (opt $ty:ty) => { Option<$ty> };
+    (list $ty:ty) => { $ty };
 }
 
 /// A layer's value as the setting's value.
@@ -92,25 +94,43 @@ macro_rules! setting_value {
     (opt $v:expr) => {
         Some($v)
     };
+    (list $v:expr) => {
+        $v
+    };
 }
 
-/// Declares every setting once: `/// help` `[clap arg attributes] name: val|opt Type = default;`
-/// (`opt`: unset by default), then the settings only a file can hold.
+/// A setting's value from the environment: parsed as its type, or (`list`) comma-separated.
+macro_rules! setting_env {
+    (list $env:expr, $var:expr) => {
+        env_list($env, $var)
+    };
+    ($kind:ident $env:expr, $var:expr) => {
+        env_value($env, $var)
+    };
+}
+
+/// Declares a group of settings once: its resolved struct, its partial layer and where the
+/// group sits in the file (`table`: `""` for the top level) and the environment (`env`: the
+/// variables' prefix). Each setting: `/// help` `[clap arg attributes] name: val|opt|list Type
+/// = default;` (`opt`: unset by default; `list`: comma-separated in the environment), then
+/// the settings only a file can hold.
 macro_rules! settings {
     (
+        $(#[doc = $gdoc:literal])*
+        group $settings:ident / $layer:ident, table $table:literal, env $prefix:literal;
         $( $(#[doc = $doc:literal])* [$($arg:tt)*] $name:ident : $kind:ident $ty:ty = $default:expr ; )*
         file_only:
         $( $(#[doc = $fdoc:literal])* $fname:ident : $fty:ty = $fdefault:expr ; )*
     ) => {
-        /// Effective settings of a run.
+        $(#[doc = $gdoc])*
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(default)]
-        pub struct Settings {
+        pub struct $settings {
             $( $(#[doc = $doc])* pub $name: setting_type!($kind $ty), )*
             $( $(#[doc = $fdoc])* pub $fname: $fty, )*
         }
 
-        impl Default for Settings {
+        impl Default for $settings {
             fn default() -> Self {
                 Self {
                     $( $name: $default, )*
@@ -119,36 +139,146 @@ macro_rules! settings {
             }
         }
 
-        /// A partial layer of settings: the settings file, the environment or the flags.
+        /// A partial layer of these settings: the settings file, the environment or the flags.
         #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
         #[serde(deny_unknown_fields)]
-        pub struct Layer {
+        pub struct $layer {
             $( $(#[doc = $doc])* #[arg($($arg)*)] pub $name: Option<$ty>, )*
             $( $(#[doc = $fdoc])* #[arg(skip)] pub $fname: Option<$fty>, )*
         }
 
-        impl Layer {
-            /// Reads `RB_<SETTING>` variables (upper-case setting names).
-            pub fn from_env(env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-                Ok(Self {
-                    $( $name: env_value(env, stringify!($name))?, )*
+        impl Group for $settings {
+            type Layer = $layer;
+            const TABLE: &'static str = $table;
+            const ENV_PREFIX: &'static str = $prefix;
+            const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            fn layer_from_env(env: &BTreeMap<String, String>) -> Result<$layer, ConfigError> {
+                Ok($layer {
+                    $( $name: setting_env!($kind env, &format!("{}{}", $prefix, stringify!($name).to_ascii_uppercase()))?, )*
                     $( $fname: None, )*
                 })
             }
-        }
 
-        impl Settings {
-            /// Applies a layer on top of these settings.
-            pub fn apply(mut self, l: &Layer) -> Self {
+            fn apply(mut self, l: &$layer) -> Self {
                 $( if let Some(v) = l.$name.clone() { self.$name = setting_value!($kind v); } )*
                 $( if let Some(v) = l.$fname.clone() { self.$fname = v; } )*
                 self
+            }
+
+            fn check(&self) -> Result<(), ConfigError> {
+                self.validate()
+            }
+        }
+
+        impl $layer {
+            /// Reads this group's environment variables (its prefix, then the upper-case name).
+            pub fn from_env(env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+                <$settings as Group>::layer_from_env(env)
+            }
+        }
+
+        impl $settings {
+            /// Applies a layer on top of these settings.
+            pub fn apply(self, l: &$layer) -> Self {
+                <Self as Group>::apply(self, l)
             }
         }
     };
 }
 
+/// A group of settings declared by [`settings!`]: resolved as defaults < file < environment <
+/// flags.
+pub trait Group: Default + Sized {
+    /// Its partial form.
+    type Layer: serde::de::DeserializeOwned + Default;
+    /// Its table in the settings file (`""`: the top level).
+    const TABLE: &'static str;
+    /// The prefix of its environment variables.
+    const ENV_PREFIX: &'static str;
+    /// Its settings' names, in declaration order.
+    const NAMES: &'static [&'static str];
+    fn layer_from_env(env: &BTreeMap<String, String>) -> Result<Self::Layer, ConfigError>;
+    fn apply(self, l: &Self::Layer) -> Self;
+    fn check(&self) -> Result<(), ConfigError>;
+}
+
+/// The settings file's tables of command groups (beside the run settings at its top level).
+pub const FILE_TABLES: &[&str] = &[ViewSettings::TABLE, ServeSettings::TABLE];
+
+/// Resolves a group: defaults < file (`--config`, else `research-bench.toml` when present) <
+/// environment < flags, then validates.
+pub fn resolve<G: Group>(
+    config: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    flags: &G::Layer,
+) -> Result<G, ConfigError> {
+    let mut s = G::default();
+    if let Some(file) = file_layer::<G>(config)? {
+        s = s.apply(&file);
+    }
+    let s = s.apply(&G::layer_from_env(env)?).apply(flags);
+    s.check()?;
+    Ok(s)
+}
+
+/// The settings file that applies: `config`, else `research-bench.toml` when present.
+fn settings_file(config: Option<&Path>) -> Option<PathBuf> {
+    match config {
+        Some(path) => Some(path.to_path_buf()),
+        None => {
+            let default = Path::new(DEFAULT_CONFIG_FILE);
+            default.is_file().then(|| default.to_path_buf())
+        }
+    }
+}
+
+/// A group's layer from the settings file (`None`: no file applies).
+fn file_layer<G: Group>(config: Option<&Path>) -> Result<Option<G::Layer>, ConfigError> {
+    let Some(path) = settings_file(config) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let parse = |source: toml::de::Error| ConfigError::Parse {
+        path: path.clone(),
+        source: Box::new(source),
+    };
+    let mut table: toml::Table = toml::from_str(&text).map_err(parse)?;
+    let section = if G::TABLE.is_empty() {
+        for t in FILE_TABLES {
+            table.remove(*t);
+        }
+        table
+    } else {
+        match table.remove(G::TABLE) {
+            Some(toml::Value::Table(t)) => t,
+            None => return Ok(Some(G::Layer::default())),
+            Some(_) => {
+                return Err(ConfigError::Invalid {
+                    name: G::TABLE,
+                    reason: format!("`{}` in {} must be a table", G::TABLE, path.display()),
+                });
+            }
+        }
+    };
+    let layer = section.try_into().map_err(|e: toml::de::Error| {
+        let e = if G::TABLE.is_empty() {
+            e
+        } else {
+            toml::de::Error::custom(format!("[{}]: {e}", G::TABLE))
+        };
+        parse(e)
+    })?;
+    Ok(Some(layer))
+}
+
 settings! {
+    /// Effective settings of a run (the settings file's top level, `RB_<NAME>`, the flags of
+    /// `run`, `resume`, `tasks check` and `serve`).
+    group Settings / Layer, table "", env "RB_";
     /// Where run directories go (`<results_dir>/<run_id>/`); the global `--results-dir`.
     [skip] results_dir: val PathBuf = PathBuf::from("results");
     /// PostgreSQL database holding every run's rows (`postgres://USER[:PASSWORD]@HOST/DB`;
@@ -200,8 +330,8 @@ settings! {
     /// Judge model for judge-based graders (a panel of several: `[[judges]]` in the settings
     /// file; none: those graders report judge_unavailable).
     [long] judge_model: opt String = None;
-    /// The judge's API: `openai` (Chat Completions, also vLLM and Ollama) or `anthropic`
-    /// (Messages).
+    /// The judge's API: `chat_completions` (OpenAI's Chat Completions, also vLLM and Ollama;
+    /// `openai` for short) or `anthropic_messages` (Anthropic's Messages; `anthropic`).
     [long] judge_api: val rubrics::judge::JudgeApi = rubrics::judge::JudgeApi::default();
     /// Judge base URL up to the version (default: the API's public one, e.g.
     /// https://api.openai.com/v1 or https://api.anthropic.com/v1).
@@ -253,6 +383,78 @@ settings! {
 
 /// Where sandboxes run (`--backend`): declared by `sandbox`, which chooses the backend.
 pub use sandbox::BackendKind;
+
+settings! {
+    /// Settings of `green-agent view` (the settings file's `[view]` table, `RB_VIEW_<NAME>`,
+    /// its flags).
+    group ViewSettings / ViewLayer, table "view", env "RB_VIEW_";
+    /// Address to serve on (loopback by default; port 0 = any free port).
+    [long] bind: val std::net::SocketAddr = ([127, 0, 0, 1], 8787).into();
+    /// Never open a browser (also implied by CI=true and when no display is available).
+    [long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL"]
+    no_open: val bool = false;
+  file_only:
+}
+
+impl ViewSettings {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+settings! {
+    /// Settings of `green-agent serve` (the settings file's `[serve]` table,
+    /// `RB_SERVE_<NAME>`, its flags); its runs take the run settings too.
+    group ServeSettings / ServeLayer, table "serve", env "RB_SERVE_";
+    /// Address to serve on (loopback by default; port 0 = any free port). Any other address
+    /// needs an API token in RB_SERVE_TOKEN.
+    [long] bind: val std::net::SocketAddr = ([127, 0, 0, 1], 8600).into();
+    /// Task suites requests may name: PATH (named after its folder) or NAME=PATH
+    /// (comma-separated or repeated); at least one.
+    [long, value_delimiter = ','] tasks: list Vec<String> = Vec::new();
+    /// Hosted agents a request may name as participants (oracle, nop, cmd or an agent CLI's
+    /// driver name: claude-code, codex, opencode, aider, mini-swe-agent; comma-separated);
+    /// others must be A2A URLs.
+    [long, value_delimiter = ','] allow_hosted: list Vec<String> = vec!["oracle".into(), "nop".into()];
+    /// URL prefixes external participants must start with (comma-separated or repeated;
+    /// none: any URL).
+    [long, value_delimiter = ','] allow_participant: list Vec<String> = Vec::new();
+    /// Assessments running at once; later requests wait in a queue.
+    [long] max_running: val usize = 2;
+    /// Trials running at once across all assessments (default: the `concurrency` setting).
+    [long] max_trials_running: opt usize = None;
+    /// Largest request body, in bytes.
+    [long] max_request_bytes: val usize = 1024 * 1024;
+    /// Largest trial count of one request.
+    [long] max_trials: val usize = 10_000;
+    /// Report files up to this many bytes come inline; larger ones as `url` parts served here.
+    [long] inline_report_bytes: val u64 = 256 * 1024;
+    /// The URL clients reach this service at (for report-file URLs); default: the Host of the
+    /// latest request.
+    [long] public_url: opt String = None;
+  file_only:
+}
+
+impl ServeSettings {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.tasks.is_empty() {
+            return Err(ConfigError::Invalid {
+                name: "tasks",
+                reason: "no task suites to serve: give --tasks PATH (or RB_SERVE_TASKS, or \
+                         `tasks` under [serve] in the settings file)"
+                    .into(),
+            });
+        }
+        if self.max_running == 0 || self.max_trials_running == Some(0) {
+            return Err(ConfigError::Invalid {
+                name: "max_running",
+                reason: "--max-running and --max-trials-running must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 
 impl Settings {
     /// The backend configuration these settings choose (the swarm relays use the platform's
@@ -315,25 +517,24 @@ fn parse_agent_header(spec: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), var.to_owned()))
 }
 
-/// The value of `RB_<NAME>`, parsed as the setting's type.
+/// The value of the environment variable `var`, parsed as the setting's type.
 fn env_value<T: FromStr>(
     env: &BTreeMap<String, String>,
-    name: &str,
+    var: &str,
 ) -> Result<Option<T>, ConfigError>
 where
     T::Err: fmt::Display,
 {
-    let var = format!("RB_{}", name.to_ascii_uppercase());
-    match env.get(&var) {
+    match env.get(var) {
         None => Ok(None),
         Some(v) => v
             .trim()
             .parse()
             .map(Some)
             .map_err(|e: T::Err| ConfigError::Env {
-                var,
+                var: var.to_owned(),
                 // a database URL may hold a password: never echoed
-                value: if name == "database_url" {
+                value: if var == "RB_DATABASE_URL" {
                     "(not shown)".into()
                 } else {
                     v.clone()
@@ -341,6 +542,17 @@ where
                 reason: e.to_string(),
             }),
     }
+}
+
+/// The comma-separated values of the environment variable `var`.
+fn env_list(env: &BTreeMap<String, String>, var: &str) -> Result<Option<Vec<String>>, ConfigError> {
+    Ok(env.get(var).map(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -367,20 +579,6 @@ pub enum ConfigError {
     Invalid { name: &'static str, reason: String },
 }
 
-impl Layer {
-    /// Reads a TOML settings file.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_path_buf(),
-            source: Box::new(source),
-        })
-    }
-}
-
 impl Settings {
     /// Defaults < file < environment < flags. `config` is `--config` (an explicit file must
     /// exist); without it `research-bench.toml` in the working directory is used when present.
@@ -389,32 +587,17 @@ impl Settings {
         env: &BTreeMap<String, String>,
         flags: &Layer,
     ) -> Result<Self, ConfigError> {
-        let mut s = Settings::default();
-        let file = match config {
-            Some(path) => Some(Layer::from_file(path)?),
-            None => {
-                let default = Path::new(DEFAULT_CONFIG_FILE);
-                if default.is_file() {
-                    Some(Layer::from_file(default)?)
-                } else {
-                    None
-                }
-            }
-        };
-        if let Some(file) = file {
-            if file.database_url.as_ref().is_some_and(|u| u.has_password()) {
-                return Err(ConfigError::Invalid {
-                    name: "database_url",
-                    reason: "the settings file holds a database password: move the URL to the \
-                             RB_DATABASE_URL environment variable"
-                        .into(),
-                });
-            }
-            s = s.apply(&file);
+        if let Some(file) = file_layer::<Settings>(config)?
+            && file.database_url.as_ref().is_some_and(|u| u.has_password())
+        {
+            return Err(ConfigError::Invalid {
+                name: "database_url",
+                reason: "the settings file holds a database password: move the URL to the \
+                         RB_DATABASE_URL environment variable"
+                    .into(),
+            });
         }
-        s = s.apply(&Layer::from_env(env)?).apply(flags);
-        s.validate()?;
-        Ok(s)
+        resolve(config, env, flags)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -1,7 +1,7 @@
 //! The green agent (assessor): runs assessments (tasks × white agents × repeats) end to end,
 //! stores every result atomically, resumes after a crash and writes reports.
 //!
-//! - [`cli`]: the command line. [`config`]: settings layers. [`agents`]: agent specs.
+//! - [`commands`]: the command line, one file per subcommand. [`config`]: settings layers. [`agents`]: agent specs.
 //! - [`run`]: planning, preflight checks, concurrent execution, resume, signals;
 //!   [`admission`]: trials admitted to what the backend's nodes hold;
 //!   [`ownership`]: one owner process per run (an OS file lock in the run directory).
@@ -19,7 +19,7 @@
 
 pub mod admission;
 pub mod agents;
-pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod database;
 pub mod gate;
@@ -36,6 +36,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod store;
+pub mod suggest;
 pub mod trial;
 pub mod url_files;
 pub mod verdicts;

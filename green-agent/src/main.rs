@@ -1,11 +1,13 @@
-//! `green-agent`: thin binary over the library (see `green_agent::cli`).
+//! `green-agent`: thin binary over the library (see `green_agent::commands`).
 
 use clap::FromArgMatches;
 
 #[tokio::main]
 async fn main() {
-    let cli = green_agent::cli::Cli::from_arg_matches(&green_agent::cli::command().get_matches())
-        .unwrap_or_else(|e| e.exit());
+    let cli = green_agent::commands::Cli::from_arg_matches(
+        &green_agent::commands::command().get_matches(),
+    )
+    .unwrap_or_else(|e| e.exit());
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -14,7 +16,7 @@ async fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    match green_agent::cli::main(cli).await {
+    match green_agent::commands::main(cli).await {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -40,11 +40,19 @@ pub enum RunError {
     Agent(#[from] AgentSpecError),
     #[error("{0}")]
     Tasks(String),
-    #[error("no task matches the filters {filters:?} / kinds {kinds:?} among {total} loaded tasks")]
+    #[error("no task of the {total} loaded matches {wanted}{hint}")]
     NoTasks {
-        filters: Vec<String>,
-        kinds: Vec<String>,
+        /// `--filter a,b and --kind c` in words.
+        wanted: String,
+        /// ` (did you mean …?)` or nothing.
+        hint: String,
         total: usize,
+    },
+    #[error("`--kind {kind}` is not a task kind{hint}; the kinds are {known}")]
+    UnknownKind {
+        kind: String,
+        hint: String,
+        known: String,
     },
     #[error("no agents given: use --agents oracle,nop (or any agent spec)")]
     NoAgents,
@@ -63,7 +71,7 @@ pub enum RunError {
     #[error("judge: {0}")]
     Judge(String),
     #[error(
-        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap to create the venv and the agent packages)"
+        "cannot stage the agent CLIs from {venv}: {reason} (run scripts/bootstrap-tests to create the venv with the CLI wheels and the agent packages)"
     )]
     Staging { venv: PathBuf, reason: String },
     #[error("cannot start the model proxy: {0}")]
@@ -185,6 +193,15 @@ pub fn plan_trials(
 pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
     let all = tasks::load_suite(&plan.tasks).map_err(|e| RunError::Tasks(e.to_string()))?;
     let total = all.len();
+    let kinds: Vec<&str> = tasks::TaskKind::ALL.iter().map(|k| k.as_str()).collect();
+    if let Some(kind) = plan.kinds.iter().find(|k| !kinds.contains(&k.as_str())) {
+        return Err(RunError::UnknownKind {
+            kind: kind.clone(),
+            hint: crate::suggest::did_you_mean(kind, kinds.iter().copied()),
+            known: kinds.join(", "),
+        });
+    }
+    let ids: Vec<String> = all.iter().map(|t| t.id().to_owned()).collect();
     let kept: Vec<Arc<tasks::Task>> = all
         .into_iter()
         .filter(|t| {
@@ -194,13 +211,42 @@ pub fn load_tasks(plan: &Plan) -> Result<Vec<Arc<tasks::Task>>, RunError> {
         .map(Arc::new)
         .collect();
     if kept.is_empty() {
+        let mut wanted = Vec::new();
+        if !plan.filters.is_empty() {
+            wanted.push(format!("--filter {}", plan.filters.join(",")));
+        }
+        if !plan.kinds.is_empty() {
+            wanted.push(format!("--kind {}", plan.kinds.join(",")));
+        }
+        // A mistyped filter is closest to a run of words of an id (`csv-stats` of
+        // `generic-csv-stats`).
+        let words: Vec<String> = ids.iter().flat_map(|id| word_runs(id)).collect();
+        let hint = plan
+            .filters
+            .iter()
+            .filter(|f| !ids.iter().any(|id| id.contains(f.as_str())))
+            .find_map(|f| crate::suggest::closest(f, words.iter().map(String::as_str)))
+            .map(|w| format!(" (did you mean --filter {w}?)"))
+            .unwrap_or_default();
         return Err(RunError::NoTasks {
-            filters: plan.filters.clone(),
-            kinds: plan.kinds.clone(),
+            wanted: wanted.join(" and "),
+            hint,
             total,
         });
     }
     Ok(kept)
+}
+
+/// Every run of consecutive `-`-separated words of a task id, the id included.
+fn word_runs(id: &str) -> Vec<String> {
+    let words: Vec<&str> = id.split('-').collect();
+    let mut out = Vec::new();
+    for start in 0..words.len() {
+        for end in start + 1..=words.len() {
+            out.push(words[start..end].join("-"));
+        }
+    }
+    out
 }
 
 /// Every check that needs no container: agents, keys, tasks, adapter, port. Then Docker, the

@@ -8,6 +8,7 @@
 
 mod error;
 pub mod import;
+mod instruction;
 mod load;
 mod paths;
 pub mod spec;

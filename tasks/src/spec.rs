@@ -49,6 +49,18 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
+    /// Every kind.
+    pub const ALL: [TaskKind; 8] = [
+        TaskKind::Prbench,
+        TaskKind::Scicode,
+        TaskKind::Mmsicode,
+        TaskKind::Arbench,
+        TaskKind::Scicoqa,
+        TaskKind::Paperbench,
+        TaskKind::Harbor,
+        TaskKind::Generic,
+    ];
+
     /// The snake_case name used in `task.toml`.
     pub fn as_str(self) -> &'static str {
         match self {

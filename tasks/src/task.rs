@@ -108,7 +108,7 @@ impl Task {
         AgentView {
             task_id: self.id.clone(),
             kind: self.kind,
-            instruction: render_instruction(self),
+            instruction: crate::instruction::render(self),
             stages: self.stages.clone(),
             workspace: Workspace {
                 dir: self.workspace_dir.clone(),
@@ -134,48 +134,6 @@ impl Task {
             entrypoint: SOLVE_SCRIPT.to_owned(),
         })
     }
-}
-
-fn render_instruction(task: &Task) -> String {
-    let mut out = task.instruction.trim_end().to_owned();
-    out.push('\n');
-    if !task.stages.is_empty() {
-        out.push_str(
-            "\n## Steps\n\nSolve the steps in this order; later steps may use earlier ones.\n",
-        );
-        for (index, stage) in task.stages.iter().enumerate() {
-            out.push_str(&format!("\n### Step {} ({})", index + 1, stage.id));
-            if let Some(title) = &stage.title {
-                out.push_str(&format!(": {title}"));
-            }
-            out.push_str("\n\n");
-            out.push_str(stage.prompt.trim_end());
-            out.push('\n');
-        }
-    }
-    if !task.attachments.is_empty() {
-        out.push_str("\n## Attached files (in /workspace)\n\n");
-        for attachment in &task.attachments {
-            out.push_str(&format!("- `{attachment}`\n"));
-        }
-    }
-    if !task.expected_outputs.is_empty() {
-        out.push_str("\n## Expected outputs (relative to /workspace)\n\n");
-        for output in &task.expected_outputs {
-            out.push_str(&format!("- `{output}`\n"));
-        }
-    }
-    let constraints = &task.constraints;
-    if !constraints.forbidden_modules.is_empty() || !constraints.notes.is_empty() {
-        out.push_str("\n## Constraints\n\n");
-        for module in &constraints.forbidden_modules {
-            out.push_str(&format!("- Do not use `{module}`.\n"));
-        }
-        for note in &constraints.notes {
-            out.push_str(&format!("- {note}\n"));
-        }
-    }
-    out
 }
 
 /// What agent-side code gets: the rendered instruction, the workspace folder, and the task's

@@ -70,7 +70,7 @@ fn a_good_task_loads_with_stages_in_dependency_order() {
     assert_eq!(task.stages()[0].prompt, "first\n");
     let view = task.agent_view();
     assert!(
-        view.instruction.contains("### Step 1 (a)"),
+        view.instruction.contains("### Step 1 (`a`)"),
         "{}",
         view.instruction
     );

@@ -312,12 +312,12 @@ pub fn counting_proxy_config(call_log_dir: &Path, script: &str) -> String {
 }
 
 /// The Python of a repository venv (`.venv`: a2a-sdk 1.x and the CLIs; `.venv-a2a03`: a2a-sdk
-/// 0.3), which `scripts/bootstrap` creates.
+/// 0.3), which `scripts/bootstrap-tests` creates.
 pub fn venv_python(venv: &str) -> PathBuf {
     let p = repo_root().join(venv).join("bin/python");
     assert!(
         p.exists(),
-        "the Python venv with a2a-sdk is missing at {}; run scripts/bootstrap",
+        "the Python venv with a2a-sdk is missing at {}; run scripts/bootstrap-tests",
         p.display()
     );
     p

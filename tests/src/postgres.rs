@@ -1,5 +1,5 @@
 //! A private PostgreSQL server for a test: Debian's `postgresql` binaries (installed by
-//! `scripts/bootstrap`), `initdb` into a temporary folder (as the `postgres` user when the tests
+//! `scripts/bootstrap-tests`), `initdb` into a temporary folder (as the `postgres` user when the tests
 //! run as root: the server refuses root), listening only on a unix socket in that folder (no TCP
 //! port, so parallel tests never collide). The server is killed and its folder removed when the
 //! value is dropped. There is no skip path: a server that cannot start fails the test.
@@ -36,7 +36,7 @@ fn bin_dir() -> PathBuf {
     versions.pop().map(|(_, b)| b).unwrap_or_else(|| {
         panic!(
             "PostgreSQL's server binaries are not installed (no /usr/lib/postgresql/*/bin/initdb): \
-             run scripts/bootstrap, which installs Debian's postgresql"
+             run scripts/bootstrap-tests, which installs Debian's postgresql"
         )
     })
 }
@@ -104,7 +104,7 @@ impl Postgres {
                 .flatten()
                 .unwrap_or_else(|| {
                     panic!(
-                        "no `postgres` user: run scripts/bootstrap (Debian's postgresql creates it)"
+                        "no `postgres` user: run scripts/bootstrap-tests (Debian's postgresql creates it)"
                     )
                 });
             nix::unistd::chown(dir.path(), Some(user.uid), Some(user.gid))

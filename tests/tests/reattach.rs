@@ -243,7 +243,7 @@ def test_out():
     let python = e2e_tests::repo_root().join(".venv/bin/python");
     assert!(
         python.exists(),
-        "run scripts/bootstrap: {} is missing",
+        "run scripts/bootstrap-tests: {} is missing",
         python.display()
     );
     let mut agent = sandbox::child::SupervisedChild::spawn(sandbox::child::ChildSpec {

@@ -1,5 +1,5 @@
 //! Turning an A2A message into the agent's instruction: text parts are the instruction, a data
-//! part `{task_id, expected_outputs, constraints}` adds a short section, raw file parts are
+//! part `{task_id, expected_outputs, constraints}` adds what the text does not say, raw file parts are
 //! written into the workspace (for remote use, when the workspace was not copied in), and `url`
 //! file parts (`http`/`https`, with a filename) are downloaded into it by the runner before the
 //! agent starts (a sandboxed adapter has no network: the green agent sends it no URLs).
@@ -78,30 +78,7 @@ pub fn read_message(message: &Message) -> Result<TaskInput, InputError> {
             .get("task_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        if let Some(Value::Array(outputs)) = data.get("expected_outputs")
-            && !outputs.is_empty()
-        {
-            instruction
-                .push_str("\n\nExpected outputs (paths relative to the working directory):\n");
-            for output in outputs {
-                let line = match output {
-                    Value::String(path) => path.clone(),
-                    other => other.to_string(),
-                };
-                instruction.push_str(&format!("- {line}\n"));
-            }
-        }
-        match data.get("constraints") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) if map.is_empty() => {}
-            Some(Value::Array(items)) if items.is_empty() => {}
-            Some(Value::String(text)) => {
-                instruction.push_str(&format!("\nConstraints: {text}\n"));
-            }
-            Some(other) => {
-                instruction.push_str(&format!("\nConstraints: {other}\n"));
-            }
-        }
+        append_missing_facts(&mut instruction, data);
     }
     Ok(TaskInput {
         instruction: instruction.trim_end().to_owned(),
@@ -109,6 +86,70 @@ pub fn read_message(message: &Message) -> Result<TaskInput, InputError> {
         files,
         url_files,
     })
+}
+
+/// Adds what the data part says and the text does not: expected outputs the text does not
+/// name, constraints in words. The green agent's text already holds every fact (so nothing is
+/// added to it); a client that sends only data still gets them said once.
+fn append_missing_facts(instruction: &mut String, data: &Value) {
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        match v {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let outputs: Vec<String> = strings(data.get("expected_outputs"))
+        .into_iter()
+        .filter(|o| !instruction.contains(&format!("`{o}`")))
+        .collect();
+    let constraints = data.get("constraints");
+    let forbidden: Vec<String> = strings(constraints.and_then(|c| c.get("forbidden_modules")))
+        .into_iter()
+        .filter(|m| !instruction.contains(&format!("`{m}`")))
+        .collect();
+    let mut rules: Vec<String> = forbidden
+        .iter()
+        .map(|m| format!("Do not use `{m}`."))
+        .collect();
+    rules.extend(
+        strings(constraints.and_then(|c| c.get("notes")))
+            .into_iter()
+            .filter(|n| !instruction.contains(n.as_str())),
+    );
+    if let Some(Value::String(text)) = constraints
+        && !text.trim().is_empty()
+        && !instruction.contains(text.trim())
+    {
+        rules.push(text.trim().to_owned());
+    }
+    if !outputs.is_empty() {
+        section(instruction, "What to hand in");
+        instruction.push_str(
+            "Your work is graded on these files (paths relative to the working directory):\n\n",
+        );
+        for o in &outputs {
+            instruction.push_str(&format!("- `{o}`\n"));
+        }
+    }
+    if !rules.is_empty() {
+        section(instruction, "Rules");
+        for r in &rules {
+            instruction.push_str(&format!("- {r}\n"));
+        }
+    }
+}
+
+/// Starts a Markdown section after the text so far.
+fn section(instruction: &mut String, title: &str) {
+    let kept = instruction.trim_end().len();
+    instruction.truncate(kept);
+    instruction.push_str(&format!("\n\n## {title}\n\n"));
 }
 
 /// Writes the input's files into the workspace.
@@ -131,7 +172,7 @@ mod tests {
         let message = Message::user(vec![
             Part::text("Fit the model."),
             Part::data(
-                json!({"task_id": "t1", "expected_outputs": ["fit.json", "plot.png"], "constraints": {"forbidden": ["sklearn"]}}),
+                json!({"task_id": "t1", "expected_outputs": ["fit.json", "plot.png"], "constraints": {"forbidden_modules": ["sklearn"], "notes": []}}),
             ),
             Part::raw(
                 b"1,2".to_vec(),
@@ -143,12 +184,31 @@ mod tests {
         assert_eq!(input.task_id.as_deref(), Some("t1"));
         assert_eq!(
             input.instruction,
-            "Fit the model.\n\nExpected outputs (paths relative to the working directory):\n- fit.json\n- plot.png\n\nConstraints: {\"forbidden\":[\"sklearn\"]}"
+            "Fit the model.\n\n## What to hand in\n\nYour work is graded on these files (paths relative to the working directory):\n\n- `fit.json`\n- `plot.png`\n\n## Rules\n\n- Do not use `sklearn`."
         );
         assert_eq!(
             input.files,
             vec![("data/in.csv".to_owned(), b"1,2".to_vec())]
         );
+    }
+
+    /// The green agent's text already says every fact of its data part: nothing is added,
+    /// and empty constraints never show.
+    #[test]
+    fn a_complete_text_is_kept_as_sent() {
+        let text = "Fit the model.\n\n## What to hand in\n\n- `fit.json`\n\n## Rules\n\n- Do not use `sklearn`.\n- Be brief.";
+        let message = Message::user(vec![
+            Part::text(text),
+            Part::data(json!({"task_id": "t1", "expected_outputs": ["fit.json"],
+                "constraints": {"forbidden_modules": ["sklearn"], "notes": ["Be brief."]}})),
+        ]);
+        assert_eq!(read_message(&message).expect("valid").instruction, text);
+        let empty = Message::user(vec![
+            Part::text("Go."),
+            Part::data(json!({"task_id": "t1", "expected_outputs": [],
+                "constraints": {"forbidden_modules": [], "notes": []}})),
+        ]);
+        assert_eq!(read_message(&empty).expect("valid").instruction, "Go.");
     }
 
     #[test]

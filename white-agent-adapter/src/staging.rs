@@ -517,7 +517,7 @@ mod tests {
     fn real_wheels_are_found_in_the_venv() {
         let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv");
         let site = site_packages(&venv)
-            .expect("the repository venv must exist (scripts/bootstrap creates it)");
+            .expect("the repository venv must exist (scripts/bootstrap-tests creates it)");
         assert!(site.join("claude_agent_sdk/_bundled/claude").is_file());
         assert!(site.join("codex_cli_bin/bin/codex").is_file());
     }

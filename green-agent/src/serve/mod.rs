@@ -21,7 +21,6 @@ mod request;
 mod results;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,7 +38,7 @@ pub use registry::{Record, Registry, records_file};
 pub use request::{Assessment, Catalog, Policy, RequestError, request_json, validate};
 pub use results::result_data;
 
-use crate::config::{Layer, Settings};
+use crate::config::Settings;
 
 /// Environment variable holding the service's API token (never a flag or a file).
 pub const TOKEN_ENV: &str = "RB_SERVE_TOKEN";
@@ -47,48 +46,6 @@ pub const TOKEN_ENV: &str = "RB_SERVE_TOKEN";
 /// Hosted agent kinds a request may name when the operator allows them.
 pub static HOSTED_KINDS: std::sync::LazyLock<Vec<&'static str>> =
     std::sync::LazyLock::new(crate::agents::hosted_kinds);
-
-/// `green-agent serve` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
-    /// Address to serve on (loopback by default; port 0 = any free port). Any other address
-    /// needs an API token in RB_SERVE_TOKEN.
-    #[arg(long, default_value = "127.0.0.1:8600")]
-    pub bind: SocketAddr,
-    /// Task suites requests may name: PATH (named after its folder) or NAME=PATH
-    /// (comma-separated or repeated).
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub tasks: Vec<String>,
-    /// Hosted agents a request may name as participants (oracle, nop, cmd or an agent CLI's
-    /// driver name: claude-code, codex, opencode, aider, mini-swe-agent; comma-separated);
-    /// others must be A2A URLs.
-    #[arg(long, value_delimiter = ',', default_value = "oracle,nop")]
-    pub allow_hosted: Vec<String>,
-    /// URL prefixes external participants must start with (repeatable; default: any URL).
-    #[arg(long)]
-    pub allow_participant: Vec<String>,
-    /// Assessments running at once; later requests wait in a queue.
-    #[arg(long, default_value_t = 2)]
-    pub max_running: usize,
-    /// Trials running at once across all assessments (default: the `concurrency` setting).
-    #[arg(long)]
-    pub max_trials_running: Option<usize>,
-    /// Largest request body, in bytes.
-    #[arg(long, default_value_t = 1024 * 1024)]
-    pub max_request_bytes: usize,
-    /// Largest trial count of one request.
-    #[arg(long, default_value_t = 10_000)]
-    pub max_trials: usize,
-    /// Report files up to this many bytes come inline; larger ones as `url` parts served here.
-    #[arg(long, default_value_t = 256 * 1024)]
-    pub inline_report_bytes: u64,
-    /// The URL clients reach this service at (for report-file URLs); default: the Host of the
-    /// latest request.
-    #[arg(long)]
-    pub public_url: Option<String>,
-    #[command(flatten)]
-    pub settings: Layer,
-}
 
 struct AppState {
     svc: Arc<Service>,
@@ -204,7 +161,7 @@ pub fn app(
 
 /// Runs the service until SIGINT/SIGTERM; returns the exit code.
 pub async fn command(
-    args: ServeArgs,
+    args: crate::config::ServeSettings,
     settings: Settings,
     env: BTreeMap<String, String>,
 ) -> anyhow::Result<i32> {

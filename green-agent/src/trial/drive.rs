@@ -634,3 +634,42 @@ mod tests {
         assert_eq!(without_elapsed("nothing"), "nothing");
     }
 }
+
+#[cfg(test)]
+mod sent_instruction_tests {
+    use std::sync::Arc;
+
+    use super::task_message;
+    use crate::agents::AgentSpec;
+    use crate::store::PlannedTrial;
+    use crate::trial::TrialInput;
+
+    /// What the agent reads is the task's rendered instruction, as is: the adapter finds every
+    /// fact of the message's data part already in its text and adds nothing (no second list of
+    /// outputs, no raw constraints).
+    #[test]
+    fn every_bundled_task_instruction_reaches_the_agent_unchanged() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples");
+        let suite = tasks::load_suite(&[examples]).expect("the bundled suite");
+        assert!(!suite.is_empty());
+        for task in suite {
+            let expected = task.agent_view().instruction.trim_end().to_owned();
+            let input = TrialInput {
+                planned: PlannedTrial {
+                    id: format!("{}-t", task.id()),
+                    task_id: task.id().to_owned(),
+                    task_kind: task.kind().as_str().to_owned(),
+                    task_hash: String::new(),
+                    agent: "oracle".into(),
+                    repeat_index: 0,
+                },
+                task: Arc::new(task),
+                agent: AgentSpec::Oracle,
+                image: String::new(),
+            };
+            let message = task_message(&input, None).expect("a message");
+            let read = white_agent_adapter::instruction::read_message(&message).expect("read");
+            assert_eq!(read.instruction, expected, "{}", input.task.id());
+        }
+    }
+}

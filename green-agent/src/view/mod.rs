@@ -15,27 +15,12 @@ pub mod pages;
 mod tests;
 pub mod workspace;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Args;
 
 pub use data::Results;
-
-/// `green-agent view` arguments.
-#[derive(Debug, Args)]
-pub struct ViewArgs {
-    /// Address to serve on (loopback by default; port 0 = any free port).
-    #[arg(long, default_value = "127.0.0.1:8787")]
-    pub bind: SocketAddr,
-    /// Never open a browser (also implied by CI=true and when no display is available).
-    #[arg(long)]
-    pub no_open: bool,
-    /// Runs to show (ids under the results directory or run folders); default: every run.
-    pub runs: Vec<String>,
-}
 
 /// The viewer app: dashboard pages and the JSON API over `results`.
 pub fn router(results: Arc<Results>) -> axum::Router {
@@ -47,7 +32,8 @@ pub fn router(results: Arc<Results>) -> axum::Router {
 
 /// Serves the viewer until the process is stopped; prints its URL first.
 pub async fn command(
-    args: ViewArgs,
+    runs: &[String],
+    settings: &crate::config::ViewSettings,
     results_dir: PathBuf,
     database: Option<crate::database::DatabaseUrl>,
 ) -> anyhow::Result<i32> {
@@ -55,13 +41,13 @@ pub async fn command(
         .as_ref()
         .map(|d| format!(" and {d}"))
         .unwrap_or_default();
-    let results = Arc::new(Results::with_database(&results_dir, &args.runs, database)?);
-    let listener = tokio::net::TcpListener::bind(args.bind)
+    let results = Arc::new(Results::with_database(&results_dir, runs, database)?);
+    let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| {
             format!(
                 "binding {} (is the port in use? try --bind 127.0.0.1:0)",
-                args.bind
+                settings.bind
             )
         })?;
     let addr = listener.local_addr()?;
@@ -77,7 +63,7 @@ pub async fn command(
     );
     println!("press Ctrl-C to stop");
     tokio::spawn(warm(results.clone()));
-    if !args.no_open {
+    if !settings.no_open {
         open_browser(&url);
     }
     axum::serve(listener, router(results))

@@ -1,5 +1,5 @@
 //! What the viewer's browser tests share: a real headless Chromium driven over WebDriver
-//! (Debian's `chromium` + `chromium-driver`, installed by `scripts/bootstrap`), the viewer started
+//! (Debian's `chromium` + `chromium-driver`, installed by `scripts/bootstrap-tests`), the viewer started
 //! as `green-agent view`, and where screenshots go.
 
 #![allow(dead_code)]
@@ -22,7 +22,7 @@ fn on_path(name: &str) -> PathBuf {
                 .find(|p| p.is_file())
         })
         .unwrap_or_else(|| {
-            panic!("`{name}` is not installed: run scripts/bootstrap (it installs Debian's chromium and chromium-driver)")
+            panic!("`{name}` is not installed: run scripts/bootstrap-tests (it installs Debian's chromium and chromium-driver)")
         })
 }
 
