@@ -17,12 +17,15 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
     }
 }
 
+/// One invalid command: its flags, its environment, and what its error must say.
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_commands_leave_no_run_folder_and_name_what_was_meant() {
     let results = tempfile::tempdir().expect("tempdir");
     let dir = results.path().join("results");
     let dir_arg = dir.display().to_string();
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    let cases: [Case; 5] = [
         (
             &["--agents", "orcale"],
             &[],
