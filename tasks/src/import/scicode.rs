@@ -481,9 +481,7 @@ pub async fn import_all(
     for problem in &problems {
         let ids = match options.protocol {
             Protocol::WholeProblem => vec![task_id(problem)],
-            Protocol::StepByStep => tested(problem)
-                .map(scicode_stepwise::task_id)
-                .collect(),
+            Protocol::StepByStep => tested(problem).map(scicode_stepwise::task_id).collect(),
         };
         for id in ids {
             let root = dest.join(id);
