@@ -455,7 +455,6 @@ impl ServeSettings {
     }
 }
 
-
 impl Settings {
     /// The backend configuration these settings choose (the swarm relays use the platform's
     /// `python` image).

@@ -71,11 +71,9 @@ async fn c_tests_compile_run_and_parse_results() {
         ok.details
     );
     assert!(
-        report
-            .flags
-            .iter()
-            .any(|f| f.starts_with(rubrics::checks::VERDICT_IN_AGENT_PROCESS)
-                && f.contains("`ops`")),
+        report.flags.iter().any(
+            |f| f.starts_with(rubrics::checks::VERDICT_IN_AGENT_PROCESS) && f.contains("`ops`")
+        ),
         "{:?}",
         report.flags
     );

@@ -5,8 +5,20 @@
 
 use minijinja::{Environment, context};
 
-use crate::spec::TaskKind;
-use crate::task::Task;
+use crate::spec::{Constraints, TaskKind};
+
+/// What an instruction is made of (the task's parts, borrowed): the task builds it, this module
+/// renders it, and neither imports the other's types beyond `spec`.
+pub struct Parts<'a> {
+    pub kind: TaskKind,
+    /// The task's own text.
+    pub instruction: &'a str,
+    /// Each step: id, title, prompt.
+    pub stages: Vec<(&'a str, Option<&'a str>, &'a str)>,
+    pub attachments: &'a [String],
+    pub expected_outputs: &'a [String],
+    pub constraints: &'a Constraints,
+}
 
 /// The templates: the shared layout and each kind's wording.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -49,15 +61,15 @@ fn in_words(items: &[String]) -> String {
 }
 
 /// The task's instruction as the agent reads it.
-pub fn render(task: &Task) -> String {
+pub fn render(task: &Parts<'_>) -> String {
     let stages: Vec<_> = task
         .stages
         .iter()
-        .map(|s| {
+        .map(|(id, title, prompt)| {
             context! {
-                id => s.id,
-                title => s.title,
-                prompt => s.prompt.trim(),
+                id => id,
+                title => title,
+                prompt => prompt.trim(),
             }
         })
         .collect();
@@ -76,7 +88,7 @@ pub fn render(task: &Task) -> String {
         Ok(text) => tidy(&text),
         Err(e) => {
             tracing::error!(error = %e, kind = task.kind.as_str(), "instruction template failed");
-            tidy(&task.instruction)
+            tidy(task.instruction)
         }
     }
 }

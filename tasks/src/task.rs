@@ -108,7 +108,18 @@ impl Task {
         AgentView {
             task_id: self.id.clone(),
             kind: self.kind,
-            instruction: crate::instruction::render(self),
+            instruction: crate::instruction::render(&crate::instruction::Parts {
+                kind: self.kind,
+                instruction: &self.instruction,
+                stages: self
+                    .stages
+                    .iter()
+                    .map(|s| (s.id.as_str(), s.title.as_deref(), s.prompt.as_str()))
+                    .collect(),
+                attachments: &self.attachments,
+                expected_outputs: &self.expected_outputs,
+                constraints: &self.constraints,
+            }),
             stages: self.stages.clone(),
             workspace: Workspace {
                 dir: self.workspace_dir.clone(),

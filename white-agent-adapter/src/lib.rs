@@ -113,5 +113,6 @@ pub mod parse;
 pub mod runner;
 pub mod server;
 pub mod staging;
+pub mod start;
 pub mod trajectory;
 pub mod workspace;

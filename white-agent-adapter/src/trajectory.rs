@@ -218,7 +218,7 @@ impl TrajectoryBuilder {
     }
 
     /// Finishes the trajectory with the run's totals.
-    pub fn build(&self, agent_name: &str, usage: &crate::parse::Usage) -> Trajectory {
+    pub fn build(&self, agent_name: &str, totals: Totals) -> Trajectory {
         Trajectory {
             schema_version: SCHEMA_VERSION.to_owned(),
             session_id: self
@@ -235,15 +235,25 @@ impl TrajectoryBuilder {
             },
             steps: self.steps.clone(),
             final_metrics: FinalMetrics {
-                total_prompt_tokens: usage.input_tokens,
-                total_completion_tokens: usage.output_tokens,
-                total_cached_tokens: usage.cache_read_tokens,
-                total_cost_usd: usage.cost_usd,
+                total_prompt_tokens: totals.prompt_tokens,
+                total_completion_tokens: totals.completion_tokens,
+                total_cached_tokens: totals.cached_tokens,
+                total_cost_usd: totals.cost_usd,
                 total_steps: u32::try_from(self.steps.len()).unwrap_or(u32::MAX),
             },
             extra: None,
         }
     }
+}
+
+/// A run's totals, as the trajectory's final metrics state them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+    pub cost_usd: Option<f64>,
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::ListTasksOptions;
 
-use super::runner::{MAX_UPLOAD, RUNNER_PATH, RUNNER_PORT, Runner, TOKEN_FILE};
 use super::names::service_name;
+use super::runner::{MAX_UPLOAD, RUNNER_PATH, RUNNER_PORT, Runner, TOKEN_FILE};
 use super::secrets::RunnerObjects;
 use super::{
     Access, PrivateNetwork, SANDBOX_ALIAS, SwarmBackend, SwarmSandbox, Transport, network, secrets,
@@ -565,4 +565,3 @@ pub(super) async fn remove(
     }
     Ok(())
 }
-

@@ -23,7 +23,6 @@ pub mod paperbench;
 pub mod prbench;
 pub mod scicode;
 pub mod scicode_h5;
-mod scicode_stepwise;
 pub mod scicoqa;
 
 /// The source formats `green-agent tasks import KIND SRC DEST` understands.

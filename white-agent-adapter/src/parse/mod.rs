@@ -14,7 +14,7 @@ mod opencode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::trajectory::{StepSource, Trajectory, TrajectoryBuilder};
+use crate::trajectory::{StepSource, Totals, Trajectory, TrajectoryBuilder};
 
 /// One agent CLI's output format: how its stdout lines (and, for CLIs that write one, its
 /// transcript file) become steps, usage and a verdict. The JSON-stream CLIs' formats live in
@@ -277,7 +277,15 @@ impl StreamParser {
 impl RunState {
     /// The trajectory with the run's totals.
     pub fn trajectory(&self, agent_name: &str) -> Trajectory {
-        self.trajectory.build(agent_name, &self.usage)
+        self.trajectory.build(
+            agent_name,
+            Totals {
+                prompt_tokens: self.usage.input_tokens,
+                completion_tokens: self.usage.output_tokens,
+                cached_tokens: self.usage.cache_read_tokens,
+                cost_usd: self.usage.cost_usd,
+            },
+        )
     }
 }
 

@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use rubrics::{Check, GraderSpec, GradingSpec};
 
-use super::{scicode_h5, scicode_stepwise};
+use super::scicode_h5;
+
+mod stepwise;
 use sandbox::{Backend, ExecRequest, Limits, NetworkPolicy, Owner, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +33,7 @@ use super::{ImportError, StageToml, TaskDir, TaskToml, io_err, one_dimension};
 use crate::spec::{Constraints, Environment, TaskKind};
 
 /// The derive/check script run inside the sandbox.
-pub const TARGETS_SCRIPT: &str = include_str!("scicode_targets.py");
+pub const TARGETS_SCRIPT: &str = include_str!("../scicode_targets.py");
 /// The `scicode_steps` grader's runner: derivation splits snippets exactly as grading does, and
 /// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]; the copy `rubrics` ships).
 pub const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
@@ -481,7 +483,7 @@ pub async fn import_all(
     for problem in &problems {
         let ids = match options.protocol {
             Protocol::WholeProblem => vec![task_id(problem)],
-            Protocol::StepByStep => tested(problem).map(scicode_stepwise::task_id).collect(),
+            Protocol::StepByStep => tested(problem).map(stepwise::task_id).collect(),
         };
         for id in ids {
             let root = dest.join(id);
@@ -641,9 +643,7 @@ pub async fn import_all(
             Protocol::WholeProblem => {
                 write_task(problem, given, cases, options, dest).map(|d| vec![d])
             }
-            Protocol::StepByStep => {
-                scicode_stepwise::write_tasks(problem, given, cases, options, dest)
-            }
+            Protocol::StepByStep => stepwise::write_tasks(problem, given, cases, options, dest),
         };
         match wrote {
             Ok(dirs) => written.extend(dirs),

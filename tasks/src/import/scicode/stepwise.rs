@@ -13,16 +13,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::scicode::{
+use super::{
     Problem, SOLUTION_FILE, STEP_KEY, ScicodeOptions, SubStep, TaskFrame, solution_code, step_code,
     step_prompt, write_cases, write_oracle,
 };
-use super::{ImportError, TaskDir, TaskToml};
+use crate::import::{ImportError, TaskDir, TaskToml};
 use crate::spec::{Constraints, TaskKind};
 
 /// `scicode-<step>`, e.g. `scicode-1.2`.
 pub(super) fn task_id(step: &SubStep) -> String {
-    format!("scicode-{}", super::slug(&step.step_number))
+    format!("scicode-{}", crate::import::slug(&step.step_number))
 }
 
 /// One task per tested step of `problem`, from the problem's derived (or published) cases.
