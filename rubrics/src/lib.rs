@@ -1,7 +1,6 @@
 //! Graders: held-out test runners, numeric and CSV comparators, forbidden-API checks, the rubric
 //! engine (weighted dimensions, PaperBench trees), the LLM judge and statistics.
 
-pub mod allclose;
 pub mod bounds;
 pub mod checks;
 pub mod csv_compare;
