@@ -39,12 +39,18 @@ enum How {
 }
 
 /// Runs a trial to its outcome, retrying infrastructure failures; never fails. Its `attempts`
-/// is the number of attempts the store holds for the trial, those of a process that died
-/// before this one (abandoned, reattached) included.
+/// counts the attempts the store holds for the trial, those of a process that died before this
+/// one (abandoned, reattached) included, and this process's attempts that failed before any
+/// agent container existed (a refused create: no row, since nothing of it can be reattached):
+/// the larger of the two counts.
 pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
     let mut r = attempts(env, input).await;
     match env.store.attempts(&env.run_id, &input.planned.id).await {
-        Ok(rows) => r.attempts = u32::try_from(rows.len()).unwrap_or(u32::MAX),
+        Ok(rows) => {
+            r.attempts = r
+                .attempts
+                .max(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+        }
         Err(e) => warn!(error = %e, "could not count the trial's attempts in the store"),
     }
     r
