@@ -280,7 +280,7 @@ async fn summary_groups_by_agent_and_kind() {
 }
 
 #[tokio::test]
-async fn prbench_eval_report_has_the_four_dimensions() {
+async fn prbench_eval_report_has_each_dimension_with_its_justification() {
     let (_dir, data) = fixture().await;
     let t = data
         .trials
@@ -289,8 +289,12 @@ async fn prbench_eval_report_has_the_four_dimensions() {
         .expect("trial");
     let v = green_agent::presentation::prbench::eval_report(t).expect("report");
     assert_eq!(v["overall_score"], 1.0);
-    assert_eq!(v["scores"]["data_accuracy"], 1.0);
-    assert!(v["scores"]["methodology"].is_null());
+    // PRBench's shape: each dimension the trial has, with its score and a justification.
+    assert_eq!(v["scores"]["data_accuracy"]["score"], 1.0);
+    assert!(v["scores"]["data_accuracy"]["justification"].is_string());
+    assert_eq!(v["grading"]["overall_score"], 1.0);
+    assert!(v["grading"]["summary"].is_string());
+    assert!(v["scores"]["methodology"].is_null(), "a dimension the trial lacks is absent");
 }
 
 /// `report` streams (bounded memory); what it writes is exactly what the in-memory render
