@@ -59,7 +59,7 @@ async fn self_checking_scicode_snippets_are_named_as_the_exception() {
         report
             .flags
             .iter()
-            .any(|f| f.starts_with(VERDICT_IN_AGENT_PROCESS) && f.contains("\"steps\"")),
+            .any(|f| f.starts_with(VERDICT_IN_AGENT_PROCESS) && f.contains("`steps`")),
         "{:?}",
         report.flags
     );
