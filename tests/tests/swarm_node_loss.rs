@@ -430,7 +430,7 @@ async fn too_large() {
     assert!(!out.exit.success(), "{}", out.stderr);
     // The agent's memory is capped by --memory-mb (2 GiB); the grader takes the task's.
     assert!(
-        out.stderr.contains("task huge: its grading sandbox needs 1 CPUs, 65536.0 GiB memory, more than any node of the swarm backend can hold: the largest node is "),
+        out.stderr.contains("task huge: its grading sandbox needs 1 CPUs, 1024.0 GiB memory, more than any node of the swarm backend can hold: the largest node is "),
         "{}",
         out.stderr
     );
