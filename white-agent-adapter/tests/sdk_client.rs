@@ -99,5 +99,5 @@ async fn official_sdk_client_drives_the_adapter_to_completion() {
     // The instruction the agent got includes the expected outputs from the data part.
     let instruction =
         std::fs::read_to_string(adapter.state.path().join("instruction.md")).expect("instruction");
-    assert!(instruction.contains("- result.txt"), "{instruction}");
+    assert!(instruction.contains("- `result.txt`"), "{instruction}");
 }
