@@ -294,7 +294,10 @@ async fn prbench_eval_report_has_each_dimension_with_its_justification() {
     assert!(v["scores"]["data_accuracy"]["justification"].is_string());
     assert_eq!(v["grading"]["overall_score"], 1.0);
     assert!(v["grading"]["summary"].is_string());
-    assert!(v["scores"]["methodology"].is_null(), "a dimension the trial lacks is absent");
+    assert!(
+        v["scores"]["methodology"].is_null(),
+        "a dimension the trial lacks is absent"
+    );
 }
 
 /// `report` streams (bounded memory); what it writes is exactly what the in-memory render
