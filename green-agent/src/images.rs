@@ -1,6 +1,13 @@
 //! Image names of tasks → image references the engine has. Platform images (`python`, `sci`)
-//! come from `sandbox::images`: built offline on first use and cached by recipe hash.
+//! come from `sandbox::images`: built offline on first use and cached by recipe hash. A run
+//! builds the missing ones in the background, all at once ([`ImageBuilds`]): its trials whose
+//! image is there start at once, the others wait for their own image only.
 
+use std::collections::BTreeMap;
+
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
+use sandbox::Backend as _;
 use sandbox::docker::DockerBackend;
 use sandbox::images::ImageProgress;
 
@@ -25,12 +32,142 @@ fn show(p: ImageProgress) {
 /// Resolves (building if needed) a task's image for a run: `python`/`sci` are platform
 /// images; anything else must already exist in the engine (there is no registry).
 pub async fn resolve_for_run(docker: &DockerBackend, name: &str) -> Result<String, String> {
-    sandbox::images::ensure_named(docker, name, show).await.map_err(|e| match e {
-        sandbox::SandboxError::ImageMissing(r) => format!(
-            "image {r} is not in the Docker engine and cannot be pulled (no registry); use `python`, `sci` or a locally built image"
-        ),
-        other => other.to_string(),
-    })
+    sandbox::images::ensure_named(docker, name, show)
+        .await
+        .map_err(|e| match e {
+            sandbox::SandboxError::ImageMissing(r) => missing(&r),
+            other => other.to_string(),
+        })
+}
+
+/// The message of an image reference the engine lacks.
+fn missing(reference: &str) -> String {
+    format!(
+        "image {reference} is not in the Docker engine and cannot be pulled (no registry); use `python`, `sci` or a locally built image"
+    )
+}
+
+/// A build's outcome, awaited by every trial of its image.
+type Build = Shared<BoxFuture<'static, Result<(), String>>>;
+/// A build started: `(tag, recipe size, its task)`.
+type Started = (String, usize, tokio::task::JoinHandle<Result<(), String>>);
+
+/// The platform images a run builds in the background (tag → its build). Dropping it stops
+/// builds still running (their `mmdebstrap` is killed; the next start cleans up).
+#[derive(Default)]
+pub struct ImageBuilds {
+    builds: BTreeMap<String, Build>,
+    /// Each build's rank (see [`ImageBuilds::rank`]), in `builds`' order.
+    order: Vec<usize>,
+    handles: Vec<tokio::task::AbortHandle>,
+}
+
+impl std::fmt::Debug for ImageBuilds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageBuilds")
+            .field("building", &self.builds.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Drop for ImageBuilds {
+    fn drop(&mut self) {
+        for h in &self.handles {
+            h.abort();
+        }
+    }
+}
+
+impl ImageBuilds {
+    /// The builds started: `(tag, recipe size, task)`; a smaller recipe ranks first.
+    fn new(started: Vec<Started>) -> Self {
+        let mut by_size: Vec<(&str, usize)> =
+            started.iter().map(|(t, n, _)| (t.as_str(), *n)).collect();
+        by_size.sort_by_key(|(_, n)| *n);
+        let mut builds = ImageBuilds::default();
+        let mut ranks = BTreeMap::new();
+        for (i, (tag, _)) in by_size.iter().enumerate() {
+            ranks.insert((*tag).to_owned(), i + 1);
+        }
+        for (tag, _, task) in started {
+            builds.handles.push(task.abort_handle());
+            let build = async move {
+                task.await
+                    .unwrap_or_else(|e| Err(format!("the build stopped: {e}")))
+            }
+            .boxed()
+            .shared();
+            builds.builds.insert(tag, build);
+        }
+        builds.order = builds.builds.keys().map(|t| ranks[t]).collect();
+        builds
+    }
+
+    /// Waits until the image `tag` exists (at once when it was there already); `Err` names
+    /// why its build failed.
+    pub async fn ready(&self, tag: &str) -> Result<(), String> {
+        match self.builds.get(tag) {
+            Some(build) => build.clone().await,
+            None => Ok(()),
+        }
+    }
+
+    /// When the image `tag` is built, in the order trials should start: 0 for an image that
+    /// exists, then the builds from the smallest recipe up (they finish in about that order).
+    pub fn rank(&self, tag: &str) -> usize {
+        self.builds
+            .keys()
+            .position(|t| t == tag)
+            .map_or(0, |i| self.order[i])
+    }
+
+    /// The first failed build: `(tag, reason)` (builds still running count as not failed).
+    pub fn failed(&self) -> Option<(String, String)> {
+        self.builds.iter().find_map(|(tag, b)| match b.peek() {
+            Some(Err(reason)) => Some((tag.clone(), reason.clone())),
+            _ => None,
+        })
+    }
+}
+
+/// The image references of a run's tasks (name → reference) and the builds of the platform
+/// images still missing, started now in the background. An image reference that is not a
+/// recipe must exist already: `Err((name, reason))` otherwise.
+pub async fn start_for_run(
+    docker: &DockerBackend,
+    names: &[String],
+) -> Result<(BTreeMap<String, String>, ImageBuilds), (String, String)> {
+    let mut resolved = BTreeMap::new();
+    let mut started = Vec::new();
+    for name in names {
+        let name = name.as_str();
+        if resolved.contains_key(name) {
+            continue;
+        }
+        let reference = sandbox::images::resolve(name).await;
+        let exists = docker
+            .image_exists(&reference)
+            .await
+            .map_err(|e| (name.to_owned(), e.to_string()))?;
+        match sandbox::images::recipe(name) {
+            Some(recipe) if !exists => {
+                let size = recipe.packages.len();
+                let docker = docker.clone();
+                let task = tokio::spawn(async move {
+                    sandbox::images::ensure(&docker, &recipe, show)
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                });
+                started.push((reference.clone(), size, task));
+            }
+            Some(_) => {}
+            None if exists => {}
+            None => return Err((name.to_owned(), missing(&reference))),
+        }
+        resolved.insert(name.to_owned(), reference);
+    }
+    Ok((resolved, ImageBuilds::new(started)))
 }
 
 /// The images `which` names, or every recipe when it names none.
@@ -64,13 +201,19 @@ pub async fn build(which: &[String]) -> anyhow::Result<()> {
         }
     }
     let docker = connect_here().await?;
-    for n in &names {
-        let tag = resolve_for_run(&docker, n)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        println!("{n}: {tag}");
+    // every recipe at once (each has its own build lock; they share downloaded packages)
+    let built = futures::future::join_all(names.iter().map(|n| resolve_for_run(&docker, n))).await;
+    let mut first_error = None;
+    for (n, tag) in names.iter().zip(built) {
+        match tag {
+            Ok(tag) => println!("{n}: {tag}"),
+            Err(e) => {
+                eprintln!("{n}: {e}");
+                first_error.get_or_insert(anyhow::anyhow!("building image `{n}`: {e}"));
+            }
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 /// `green-agent images distribute --to ENGINE... [IMAGES]`: every image (recipes built here
@@ -118,4 +261,57 @@ pub async fn distribute(to: &[String], which: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("{failed} image copies failed (see above)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn trials_wait_for_their_own_image_and_smaller_recipes_rank_first() {
+        let (release, gate) = tokio::sync::oneshot::channel::<()>();
+        let big = tokio::spawn(async move {
+            let _ = gate.await;
+            Err("mmdebstrap ended with exit status: 100".to_owned())
+        });
+        let small = tokio::spawn(async { Ok(()) });
+        let builds = ImageBuilds::new(vec![
+            ("rb/sci:1".into(), 14, big),
+            ("rb/python:1".into(), 8, small),
+        ]);
+        assert_eq!(
+            builds.rank("rb/present:1"),
+            0,
+            "an existing image ranks first"
+        );
+        assert_eq!(builds.rank("rb/python:1"), 1);
+        assert_eq!(builds.rank("rb/sci:1"), 2);
+        assert_eq!(builds.ready("rb/present:1").await, Ok(()));
+        assert_eq!(builds.ready("rb/python:1").await, Ok(()));
+        assert_eq!(builds.failed(), None, "the larger build is still running");
+        let waiting = builds.ready("rb/sci:1");
+        release.send(()).expect("send");
+        let failed = waiting.await.expect_err("its build failed");
+        assert!(failed.contains("exit status: 100"), "{failed}");
+        let (tag, reason) = builds.failed().expect("failed build");
+        assert_eq!(tag, "rb/sci:1");
+        assert_eq!(reason, failed);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_builds_stops_those_still_running() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let never = tokio::spawn(async move {
+            let _keep = tx;
+            std::future::pending::<Result<(), String>>().await
+        });
+        drop(ImageBuilds::new(vec![("rb/python:1".into(), 8, never)]));
+        // the task was aborted: its end drops the sender
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_secs(5), rx)
+                .await
+                .expect("aborted in time")
+                .is_err()
+        );
+    }
 }

@@ -143,6 +143,8 @@ pub struct Prepared {
     /// What the backend's nodes held at planning (every task's sandboxes fit on some node);
     /// trials are admitted against it, read again as they start ([`crate::admission`]).
     pub capacity: sandbox::Capacity,
+    /// The platform images still building (started by [`prepare`]).
+    pub image_builds: crate::images::ImageBuilds,
 }
 
 /// Default location of the adapter binary: next to this executable, else the workspace's
@@ -311,21 +313,23 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     let docker = sandbox::docker::DockerBackend::connect()
         .await
         .map_err(RunError::Docker)?;
-    let mut images: BTreeMap<String, String> = BTreeMap::new();
-    for t in &loaded {
-        let name = t.environment().image.clone();
-        if images.contains_key(&name) {
-            continue;
-        }
-        let resolved = crate::images::resolve_for_run(&docker, &name)
-            .await
-            .map_err(|reason| RunError::Image {
-                image: name.clone(),
-                task: t.id().to_owned(),
-                reason,
-            })?;
-        images.insert(name, resolved);
-    }
+    // Missing platform images build in the background from here on, all at once; a trial
+    // waits for its own image only (see `execute_until`).
+    let names: Vec<String> = loaded
+        .iter()
+        .map(|t| t.environment().image.clone())
+        .collect();
+    let (images, image_builds) = crate::images::start_for_run(&docker, &names)
+        .await
+        .map_err(|(image, reason)| RunError::Image {
+            task: loaded
+                .iter()
+                .find(|t| t.environment().image == image)
+                .map(|t| t.id().to_owned())
+                .unwrap_or_default(),
+            image,
+            reason,
+        })?;
     let backend = create_backend(&plan.settings, docker).await?;
     let capacity = backend.capacity().await.map_err(RunError::Docker)?;
     check_capacity(
@@ -373,6 +377,7 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         staged,
         trial_slots: None,
         capacity,
+        image_builds,
     })
 }
 
@@ -568,7 +573,10 @@ pub async fn execute_until(
             .collect();
         // A resumed run takes up what a dead owner left first: its agents may still be running
         // (and calling the model proxy, which knows them only once they are reattached).
-        pending.sort_by_key(|t| !leftovers.has(&t.planned.id));
+        // Then the trials whose image exists, then those of each image still building, in the
+        // order the builds should finish.
+        let image_builds = Arc::new(prepared.image_builds);
+        pending.sort_by_key(|t| (!leftovers.has(&t.planned.id), image_builds.rank(&t.image)));
         info!(
             total = planned.len(),
             done = done.len(),
@@ -628,6 +636,7 @@ pub async fn execute_until(
             let shared = prepared.trial_slots.clone();
             let admission = admission.clone();
             let order = order.clone();
+            let image_builds = image_builds.clone();
             set.spawn(
                 async move {
                     let turn = order.turn(n).await;
@@ -638,6 +647,18 @@ pub async fn execute_until(
                     };
                     let _admitted = admission.admit(needs).await;
                     drop(turn);
+                    if let Err(reason) = image_builds.ready(&input.image).await {
+                        // the trial stays pending (resume runs it); the run ends in an error
+                        return env
+                            .store
+                            .event(
+                                &env.run_id,
+                                Some(&input.planned.id),
+                                "trial_not_started",
+                                &serde_json::json!({ "reason": format!("image {}: {reason}", input.image) }),
+                            )
+                            .await;
+                    }
                     if let Some(reason) = env.proxy.as_ref().and_then(|p| p.run_budget_spent()) {
                         // the run's cost cap is spent: the trial stays pending (resume runs it)
                         return env
@@ -682,6 +703,13 @@ pub async fn execute_until(
                 }
                 Some(Err(e)) => warn!(error = %e, "a trial task panicked"),
             }
+        }
+        if let Some((image, reason)) = image_builds.failed() {
+            first_error.get_or_insert(RunError::Image {
+                image,
+                task: "(every task on it: they stay pending; `resume` runs them)".into(),
+                reason,
+            });
         }
         // Adopted agents of trials that did not start (a spent cost cap) are not kept.
         env.leftovers.release_rest(env.backend.as_ref()).await;

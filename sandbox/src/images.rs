@@ -1,8 +1,9 @@
 //! The platform's base images, built without a registry: `mmdebstrap --variant=apt` from the
 //! machine's own apt sources into a root filesystem tar, imported with Docker's import API and
 //! tagged `research-bench/<name>:<first 12 hex of sha256(recipe)>`, so an unchanged recipe is
-//! never rebuilt. A host-wide `flock` keeps concurrent processes from building the same image
-//! twice.
+//! never rebuilt. A host-wide `flock` per recipe keeps concurrent processes from building the
+//! same image twice; different recipes build at the same time (they share the downloaded
+//! packages, which each build publishes file by file with a rename).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,11 +16,11 @@ use crate::child::{ChildSpec, SupervisedChild};
 use crate::docker::{DockerBackend, api_error};
 use crate::{Backend, SandboxError};
 
-/// Host-wide lock serialising image builds.
-pub const LOCK_PATH: &str = "/var/tmp/research-bench-images.lock";
+/// Host-wide locks serialising the builds of one recipe: `<prefix><name>.lock`.
+const LOCK_PREFIX: &str = "/var/tmp/research-bench-images-";
 /// Where the apt sources handed to mmdebstrap come from (the machine's own).
 pub const HOST_APT_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
-/// Work dirs of builds in `/var/tmp` start with this.
+/// Work dirs of builds in `/var/tmp` start with this, then the recipe's name and `-`.
 const BUILD_DIR_PREFIX: &str = "research-bench-image-";
 /// A build that takes longer than this is killed and reported as failed.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -150,16 +151,17 @@ pub async fn ensure(
         progress(ImageProgress::UpToDate { tag: tag.clone() });
         return Ok(tag);
     }
-    let _lock = acquire_lock(Path::new(LOCK_PATH), &progress).await?;
+    let _lock = acquire_lock(&lock_path(&recipe.name), &progress).await?;
     // Someone else may have built it while we waited.
     if backend.image_exists(&tag).await? {
         progress(ImageProgress::UpToDate { tag: tag.clone() });
         return Ok(tag);
     }
-    remove_stale_build_dirs();
+    let prefix = build_dir_prefix(&recipe.name);
+    remove_stale_build_dirs(&prefix);
     let started = Instant::now();
     let work = tempfile::Builder::new()
-        .prefix(BUILD_DIR_PREFIX)
+        .prefix(&prefix)
         .tempdir_in("/var/tmp")
         .map_err(|source| SandboxError::Io {
             path: "/var/tmp".into(),
@@ -209,17 +211,24 @@ pub async fn ensure_named(
     }
 }
 
-/// Work dirs of builds whose process died (we hold the lock, so none is in use).
-fn remove_stale_build_dirs() {
+/// The build lock of the recipe called `name`.
+fn lock_path(name: &str) -> PathBuf {
+    PathBuf::from(format!("{LOCK_PREFIX}{name}.lock"))
+}
+
+/// What the work dirs of the recipe called `name` start with.
+fn build_dir_prefix(name: &str) -> String {
+    format!("{BUILD_DIR_PREFIX}{name}-")
+}
+
+/// Work dirs of this recipe's builds whose process died (we hold the recipe's lock, so none
+/// is in use; other recipes' builds, which may be running, are left alone).
+fn remove_stale_build_dirs(prefix: &str) {
     let Ok(entries) = std::fs::read_dir("/var/tmp") else {
         return;
     };
     for entry in entries.flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(BUILD_DIR_PREFIX)
-        {
+        if entry.file_name().to_string_lossy().starts_with(prefix) {
             tracing::info!(dir = %entry.path().display(), "removing a dead build's work dir");
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -271,6 +280,13 @@ async fn run_mmdebstrap(
     progress: &impl Fn(ImageProgress),
 ) -> Result<(), SandboxError> {
     let (user, uid) = &recipe.user;
+    // The build's downloads land in its own folder first, then move into the shared cache one
+    // file at a time (a build reading the cache never sees half a package).
+    let downloads = workdir.join("downloads");
+    std::fs::create_dir_all(&downloads).map_err(|source| SandboxError::Io {
+        path: downloads.clone(),
+        source,
+    })?;
     let mut args: Vec<String> = vec![
         "-c".into(),
         // mmdebstrap logs to stderr: fold it into stdout so progress sees every line.
@@ -285,7 +301,10 @@ async fn run_mmdebstrap(
         "--skip=essential/unlink".into(),
         "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/".into(),
         format!("--setup-hook=sync-in {APT_CACHE_DIR} /var/cache/apt/archives/"),
-        format!("--customize-hook=sync-out /var/cache/apt/archives {APT_CACHE_DIR}"),
+        format!(
+            "--customize-hook=sync-out /var/cache/apt/archives {}",
+            downloads.display()
+        ),
         // No fsync per file: the result is a tar, not a live system (same output, faster).
         "--dpkgopt=force-unsafe-io".into(),
         "--dpkgopt=path-exclude=/usr/share/doc/*".into(),
@@ -343,7 +362,31 @@ async fn run_mmdebstrap(
             ),
         ));
     }
+    publish_downloads(&downloads, Path::new(APT_CACHE_DIR));
     Ok(())
+}
+
+/// Moves the packages a build downloaded into the shared cache: each one copied under a hidden
+/// temporary name, then renamed, so a concurrent build's `sync-in` sees whole files only.
+/// Best effort: a package that cannot be cached is downloaded again next time.
+fn publish_downloads(from: &Path, cache: &Path) {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let text = name.to_string_lossy();
+        if !text.ends_with(".deb") || text.starts_with('.') || cache.join(&name).exists() {
+            continue;
+        }
+        let partial = cache.join(format!(".partial-{}-{text}", std::process::id()));
+        let copied = std::fs::copy(entry.path(), &partial)
+            .and_then(|_| std::fs::rename(&partial, cache.join(&name)));
+        if let Err(e) = copied {
+            tracing::debug!(package = %text, error = %e, "not cached");
+            let _ = std::fs::remove_file(&partial);
+        }
+    }
 }
 
 async fn import(
@@ -447,6 +490,38 @@ mod tests {
             .expect("second gets the lock once released")
             .expect("join")
             .expect("lock");
+    }
+
+    #[test]
+    fn each_recipe_has_its_own_lock_and_work_dirs() {
+        assert_ne!(lock_path("python"), lock_path("sci"));
+        let (p, s) = (build_dir_prefix("python"), build_dir_prefix("sci"));
+        assert!(!p.starts_with(&s) && !s.starts_with(&p), "{p} {s}");
+    }
+
+    #[test]
+    fn downloads_reach_the_cache_whole_and_only_once() {
+        let from = tempfile::tempdir().expect("tempdir");
+        let cache = tempfile::tempdir().expect("tempdir");
+        for (name, body) in [
+            ("a_1_amd64.deb", "new"),
+            ("c_1_amd64.deb", "from this build"),
+            (".partial-7-b_1_amd64.deb", "half"),
+            ("lock", ""),
+        ] {
+            std::fs::write(from.path().join(name), body).expect("write");
+        }
+        std::fs::write(cache.path().join("c_1_amd64.deb"), "cached").expect("write");
+        publish_downloads(from.path(), cache.path());
+        let mut names: Vec<String> = std::fs::read_dir(cache.path())
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a_1_amd64.deb", "c_1_amd64.deb"]);
+        let read = |n: &str| std::fs::read_to_string(cache.path().join(n)).expect("read");
+        assert_eq!(read("a_1_amd64.deb"), "new");
+        assert_eq!(read("c_1_amd64.deb"), "cached", "a cached package is kept");
     }
 
     #[test]
