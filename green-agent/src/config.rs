@@ -25,6 +25,8 @@ pub const MAX_CONCURRENCY: usize = 1024;
 pub const MAX_REPEATS: u32 = 10_000;
 /// Largest cost cap (USD).
 pub const MAX_COST_USD: f64 = 1_000_000.0;
+/// The range of `collect_timeout`: at least a second, at most a day.
+pub const COLLECT_TIMEOUT_RANGE: (Span, Span) = (Span::secs(1), Span::secs(24 * 3600));
 
 /// A duration written the humantime way (`90s`, `30m`, `1h 30m`, `500ms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -298,6 +300,10 @@ settings! {
     [long] inactivity_timeout: val Span = Span::secs(600);
     /// How long an agent may take to serve its agent card.
     [long] ready_timeout: val Span = Span::secs(60);
+    /// Budget of collecting one trial's outputs (the copy-out of a hosted agent's workspace,
+    /// its comparison with the task's, the store, the A2A artifacts), 1s to 24h; over it the
+    /// trial scores 0, flagged `collection_timeout` (the agent's failure, never an infra error).
+    [long] collect_timeout: val Span = Span::secs(120);
     /// Budget of all graders of a trial (the task's own limit applies too).
     [long] grade_timeout: val Span = Span::secs(900);
     /// Retries of a trial after an infrastructure failure (with exponential backoff).
@@ -633,6 +639,17 @@ impl Settings {
                 reason,
             })?;
         }
+        let (least, most) = COLLECT_TIMEOUT_RANGE;
+        if !(least..=most).contains(&self.collect_timeout) {
+            return Err(ConfigError::Invalid {
+                name: "collect_timeout",
+                reason: format!(
+                    "must be between {least} and {most} (got {}): set --collect-timeout, \
+                     RB_COLLECT_TIMEOUT or `collect_timeout` in the settings file",
+                    self.collect_timeout
+                ),
+            });
+        }
         if self.poll_interval.get().is_zero() {
             return Err(ConfigError::Invalid {
                 name: "poll_interval",
@@ -826,6 +843,34 @@ mod tests {
         let e = resolve(&[("RB_MAX_COST_PER_RUN", "inf")]);
         assert!(e.contains("at most 1000000"), "{e}");
         "365days".parse::<Span>().expect("the longest one taken");
+    }
+
+    #[test]
+    fn the_collection_budget_has_a_range_named_in_the_error() {
+        let resolve = |var: &str, v: &str| {
+            let env = BTreeMap::from([(var.to_owned(), v.to_owned())]);
+            Settings::resolve(None, &env, &Layer::default())
+        };
+        let s = resolve("RB_REPEATS", "1").expect("defaults");
+        assert_eq!(s.collect_timeout, Span::secs(120));
+        let s = resolve("RB_COLLECT_TIMEOUT", "2s").expect("2 s is in range");
+        assert_eq!(s.collect_timeout.get(), Duration::from_secs(2));
+        for bad in ["0s", "500ms", "25h"] {
+            let e = resolve("RB_COLLECT_TIMEOUT", bad)
+                .expect_err("out of range")
+                .to_string();
+            assert!(
+                e.contains("collect_timeout") && e.contains("between 1s and 1day"),
+                "{bad}: {e}"
+            );
+            assert!(e.contains("--collect-timeout"), "{bad}: {e}");
+        }
+        let flags = Layer {
+            collect_timeout: Some(Span::secs(3 * 24 * 3600)),
+            ..Layer::default()
+        };
+        let e = Settings::resolve(None, &BTreeMap::new(), &flags).expect_err("a flag too");
+        assert!(e.to_string().contains("(got 3days)"), "{e}");
     }
 
     #[test]

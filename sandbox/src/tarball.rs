@@ -94,13 +94,20 @@ fn append_entry<W: Write>(
 pub(crate) struct ChannelReader {
     rx: tokio::sync::mpsc::Receiver<Bytes>,
     current: Bytes,
+    /// Set by the sender's side when it was dropped before the stream's end: the channel's
+    /// close is then an error, not the end of the archive.
+    canceled: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ChannelReader {
-    pub(crate) fn new(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Self {
+    pub(crate) fn new(
+        rx: tokio::sync::mpsc::Receiver<Bytes>,
+        canceled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
         Self {
             rx,
             current: Bytes::new(),
+            canceled,
         }
     }
 }
@@ -110,6 +117,10 @@ impl Read for ChannelReader {
         while self.current.is_empty() {
             match self.rx.blocking_recv() {
                 Some(chunk) => self.current = chunk,
+                None if self.canceled.load(std::sync::atomic::Ordering::SeqCst) => {
+                    // Not `Interrupted`: readers retry that.
+                    return Err(std::io::Error::other("the copy-out was canceled"));
+                }
                 None => return Ok(0),
             }
         }

@@ -52,6 +52,10 @@ async fn a_hundred_thousand_files_are_graded_within_the_budgets_never_infra_erro
             agent,
             "--poll-interval",
             "200ms",
+            // What is measured here is grading; collection's own budget is
+            // `collect_budget.rs`'s.
+            "--collect-timeout",
+            "30m",
             "--run-id",
             &run_id,
             "--results-dir",

@@ -79,6 +79,17 @@ fn budget(env: &RunEnv, input: &TrialInput) -> Duration {
     env.settings.grade_timeout.get().min(task_limit)
 }
 
+/// The grade of a trial whose outputs were not collected within the collection budget
+/// (`why`): every grader `timeout`, score 0, nothing run in `sb`.
+pub(crate) fn not_collected(
+    input: &TrialInput,
+    sb: &dyn Sandbox,
+    why: &str,
+) -> rubrics::GradeReport {
+    let ctx = rubrics::GradingContext::new(sb, Duration::ZERO);
+    rubrics::grade::over_budget(input.task.grading(), &ctx, why)
+}
+
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
 /// [`create`]). Called only once the agent's sandbox is stopped or removed. The graders run
 /// once `prewarmed` (the end of [`prewarm`] in `sb`): no agent code runs beside a trusted

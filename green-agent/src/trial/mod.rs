@@ -5,7 +5,7 @@
 //! | prepare | `prepare` | scratch folders; proxy registration (per-trial token) |
 //! | launch | `launch` | hosted: network + sandbox + adapter until its card is served; external: connect |
 //! | drive | `drive` | `SendMessage`, poll `GetTask`, timeouts → `CancelTask` |
-//! | collect | `collect` (+ `outputs`) | copy the workspace out, A2A artifacts → store; agent sandbox removed |
+//! | collect | `collect` (+ `outputs`) | copy the workspace out, A2A artifacts → store, within `collect_timeout` (over it: score 0, `collection_timeout`); agent sandbox removed |
 //! | grade | `grade` | fresh grading sandbox with held-out files → `rubrics::grade` |
 //! | record | `record` | the [`TrialResult`](crate::model::TrialResult) from its parts; store write |
 //! | reattach | `reattach` | (a resumed run) instead of prepare + launch: take over the agent, or the collected outputs, a dead green agent left |

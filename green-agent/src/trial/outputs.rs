@@ -3,6 +3,7 @@
 //! files, raw or by `url`), each stored content-addressed and staged for grading.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sandbox::Sandbox;
 use tracing::warn;
@@ -10,6 +11,7 @@ use tracing::warn;
 use super::env::{InfraError, RunEnv, io};
 use super::media::media_type;
 use crate::model::{ArtifactRef, Usage};
+use crate::store::Store;
 use white_agent_adapter::contract::{USAGE_ARTIFACT, UsageReport};
 
 /// What was collected of the agent's work.
@@ -20,6 +22,9 @@ pub(crate) struct Collected {
     pub(crate) usage: ReportedUsage,
     /// What was skipped or taken in an unusual way, with the reason.
     pub(crate) flags: Vec<String>,
+    /// Why collection was abandoned (its budget ran out): nothing of the agent's is graded, the
+    /// trial scores 0.
+    pub(crate) timed_out: Option<String>,
 }
 
 pub(crate) fn put_artifact(
@@ -41,18 +46,23 @@ pub(crate) fn put_artifact(
 }
 
 /// Every file of the agent's final workspace that is new or differs from the pristine task
-/// workspace: stored as `file:<path>` and staged in `outputs_dir` for grading.
-pub(crate) fn collect_changed_files(
-    env: &RunEnv,
+/// workspace: stored as `file:<path>` (returned) and staged in `outputs_dir` for grading.
+/// Blocking (a walk of every file): run it off the runtime. `stop` ends it between two files
+/// (the collection budget ran out): then it returns `None`, having written nothing more.
+pub(crate) fn changed_files(
+    store: &Store,
     pristine: &Path,
     raw: &Path,
     outputs_dir: &Path,
-    artifacts: &mut Vec<ArtifactRef>,
-) -> Result<(), InfraError> {
-    // Each path once (a walk): gathered here and put in one go, so 100k files cost 100k
-    // steps, not a scan of the list per file.
+    stop: &AtomicBool,
+) -> Result<Option<Vec<ArtifactRef>>, InfraError> {
+    // Each path once (a walk): gathered here and put in one go by the caller, so 100k files
+    // cost 100k steps, not a scan of the list per file.
     let mut changed: Vec<ArtifactRef> = Vec::new();
     for entry in walkdir::WalkDir::new(raw).sort_by_file_name() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let entry = entry.map_err(|e| InfraError::Io {
             what: "walking the agent workspace".into(),
             source: e.into(),
@@ -70,7 +80,7 @@ pub(crate) fn collect_changed_files(
         let rel_s = rel.to_string_lossy().replace('\\', "/");
         changed.push(ArtifactRef {
             name: format!("file:{rel_s}"),
-            sha256: env.store.put_blob(&bytes)?,
+            sha256: store.put_blob(&bytes)?,
             size: bytes.len() as u64,
             media_type: Some(media_type(&rel_s)),
         });
@@ -84,10 +94,14 @@ pub(crate) fn collect_changed_files(
             std::fs::write(&dest, &bytes).map_err(io("staging outputs"))?;
         }
     }
+    Ok(Some(changed))
+}
+
+/// Puts `changed` (from [`changed_files`]) among `artifacts`, replacing those of the same name.
+pub(crate) fn add_changed(artifacts: &mut Vec<ArtifactRef>, changed: Vec<ArtifactRef>) {
     let names: std::collections::HashSet<&str> = changed.iter().map(|a| a.name.as_str()).collect();
     artifacts.retain(|a| !names.contains(a.name.as_str()));
     artifacts.extend(changed);
-    Ok(())
 }
 
 /// The A2A artifacts: answer, trajectory, usage; files too when `outputs_dir` is given (an
@@ -110,6 +124,7 @@ pub(crate) async fn collect_a2a_artifacts(
         artifacts,
         usage,
         flags,
+        ..
     } = out;
     let mut unnamed_texts: Vec<(String, String)> = Vec::new();
     let mut total = 0u64;

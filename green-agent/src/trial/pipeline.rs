@@ -361,12 +361,17 @@ async fn grade_and_record(
     prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
     mut log: PhaseLog<'_>,
 ) -> Result<TrialResult, InfraError> {
-    let report = log
-        .run(
-            "grade",
-            grade::grade(env, input, grader, &prep.outputs_dir, prewarmed),
-        )
-        .await?;
+    // Outputs not collected within their budget: nothing to grade, score 0 (no grade phase).
+    let report = match parts.collected.timed_out.as_deref() {
+        Some(why) => grade::not_collected(input, grader, why),
+        None => {
+            log.run(
+                "grade",
+                grade::grade(env, input, grader, &prep.outputs_dir, prewarmed),
+            )
+            .await?
+        }
+    };
     let outcome = parts
         .run
         .outcome

@@ -596,6 +596,10 @@ pub(crate) struct Checkpoint {
     phases: BTreeMap<String, u64>,
     /// The files staged for grading: relative path → blob digest.
     staged: BTreeMap<String, String>,
+    /// Why collection was abandoned over its budget (then nothing is staged; a resumed run
+    /// scores the trial 0 again, without the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    collection_timeout: Option<String>,
 }
 
 impl Checkpoint {
@@ -612,6 +616,7 @@ impl Checkpoint {
                 artifacts: self.artifacts,
                 usage: Default::default(),
                 flags: self.collected_flags,
+                timed_out: self.collection_timeout,
             },
             usage: self.usage,
             self_reported_usage: self.self_reported_usage,
@@ -633,7 +638,12 @@ pub(crate) async fn checkpoint(
     let Some(attempt) = attempt else { return };
     let saved = async {
         let mut staged = BTreeMap::new();
-        for entry in walkdir::WalkDir::new(outputs_dir).sort_by_file_name() {
+        // Outputs abandoned over the collection budget are not kept (nothing is staged).
+        let kept = parts.collected.timed_out.is_none().then_some(outputs_dir);
+        for entry in kept
+            .into_iter()
+            .flat_map(|d| walkdir::WalkDir::new(d).sort_by_file_name())
+        {
             let entry = entry.map_err(|e| InfraError::Io {
                 what: "walking the staged outputs".into(),
                 source: e.into(),
@@ -664,6 +674,7 @@ pub(crate) async fn checkpoint(
             isolated: parts.isolated,
             phases: parts.phases.clone(),
             staged,
+            collection_timeout: parts.collected.timed_out.clone(),
         };
         let value = serde_json::to_value(&c).map_err(|e| InfraError::Io {
             what: "encoding the collected outputs".into(),
@@ -728,6 +739,7 @@ mod tests {
             isolated: true,
             phases: [("agent".to_string(), 10)].into(),
             staged: [("a.txt".to_string(), "ab".to_string())].into(),
+            collection_timeout: None,
         };
         let json = serde_json::to_value(&c).expect("json");
         let back: Checkpoint = serde_json::from_value(json).expect("back");
@@ -736,5 +748,38 @@ mod tests {
         assert_eq!(parts.run.outcome, Some(Outcome::Timeout));
         assert_eq!(parts.collected.artifacts.len(), 1);
         assert_eq!(parts.usage.input_tokens, 4);
+        assert_eq!(parts.collected.timed_out, None);
+    }
+
+    /// A trial whose collection ran over its budget is checkpointed as such: a resumed run
+    /// scores it 0 again without the agent (nothing staged), and checkpoints written before the
+    /// field existed still read.
+    #[test]
+    fn a_collection_timeout_survives_the_checkpoint() {
+        let c = Checkpoint {
+            outcome: Some(Outcome::Completed),
+            exit_code: None,
+            run_flags: vec![],
+            error: None,
+            collected_flags: vec!["collection_timeout: over".into()],
+            artifacts: vec![],
+            usage: Usage::default(),
+            self_reported_usage: false,
+            isolated: true,
+            phases: BTreeMap::new(),
+            staged: BTreeMap::new(),
+            collection_timeout: Some("over the budget of 2s".into()),
+        };
+        let mut json = serde_json::to_value(&c).expect("json");
+        let back: Checkpoint = serde_json::from_value(json.clone()).expect("back");
+        assert_eq!(
+            back.into_parts().collected.timed_out.as_deref(),
+            Some("over the budget of 2s")
+        );
+        json.as_object_mut()
+            .expect("an object")
+            .remove("collection_timeout");
+        let older: Checkpoint = serde_json::from_value(json).expect("an older checkpoint");
+        assert_eq!(older.into_parts().collected.timed_out, None);
     }
 }

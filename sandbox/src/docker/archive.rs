@@ -1,6 +1,8 @@
 //! Copy in and out of a container through Docker's archive API.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use bytes::Bytes;
@@ -374,6 +376,12 @@ pub(super) async fn copy_out(
 /// ([`tarball::extract_capped`]: no entry or link leaving the tree, `max_bytes`, `links`).
 /// Stops reading once the extractor stops. Returns the extraction's result and the stream's
 /// error, if it failed.
+///
+/// Cancellable: dropping the future drops the stream (the HTTP response: the engine or the
+/// runner stops writing the archive) and tells the extractor, which stops at its next read
+/// and then removes `host_dest` when this copy-out created it (nothing half-copied stays on
+/// the host; a `host_dest` that existed before is left as the copy-out found it or
+/// partially filled).
 pub(crate) async fn extract_stream<S, E>(
     mut stream: S,
     sandbox_path: &str,
@@ -385,22 +393,33 @@ where
     S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let canceled = Arc::new(AtomicBool::new(false));
+    let feed = Feed {
+        tx: Some(tx),
+        canceled: canceled.clone(),
+    };
     let dest = host_dest.to_path_buf();
     let shown = sandbox_path.to_string();
+    let created = std::fs::symlink_metadata(&dest).is_err();
     let extractor = tokio::task::spawn_blocking(move || {
-        tarball::extract_capped(
-            tarball::ChannelReader::new(rx),
+        let extracted = tarball::extract_capped(
+            tarball::ChannelReader::new(rx, canceled.clone()),
             &dest,
             max_bytes,
             &shown,
             links,
-        )
+        );
+        if canceled.load(Ordering::SeqCst) && created {
+            remove_copy(&dest);
+        }
+        extracted
     });
+    let mut feed = feed;
     let mut stream_error = None;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(chunk) => {
-                if tx.send(chunk).await.is_err() {
+                if !feed.send(chunk).await {
                     // The extractor stopped (cap, refusal): stop downloading.
                     break;
                 }
@@ -411,7 +430,7 @@ where
             }
         }
     }
-    drop(tx);
+    feed.finish();
     drop(stream);
     let extracted = match extractor.await {
         Ok(extracted) => extracted,
@@ -421,4 +440,143 @@ where
         }),
     };
     (extracted, stream_error)
+}
+
+/// The sending side of an extraction: dropped before [`Feed::finish`] (the copy-out's future
+/// was dropped), it marks the extraction canceled before closing the channel.
+struct Feed {
+    tx: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    canceled: Arc<AtomicBool>,
+}
+
+impl Feed {
+    /// Hands a chunk to the extractor; `false` once it stopped reading.
+    async fn send(&mut self, chunk: Bytes) -> bool {
+        match &self.tx {
+            Some(tx) => tx.send(chunk).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// The stream ended (or broke off): closes the channel, the extractor sees the end.
+    fn finish(&mut self) {
+        self.tx = None;
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        if self.tx.is_some() {
+            // Before the channel closes (`tx` is dropped after this body).
+            self.canceled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Removes what a canceled copy-out wrote at `dest` (a file or a tree).
+fn remove_copy(dest: &Path) {
+    let removed = match std::fs::symlink_metadata(dest) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dest),
+        Ok(_) => std::fs::remove_file(dest),
+        Err(_) => Ok(()),
+    };
+    if let Err(e) = removed {
+        tracing::warn!(path = %dest.display(), error = %e, "could not remove a canceled copy-out");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+
+    use super::extract_stream;
+    use crate::EscapingLinks;
+
+    /// A tar of `root/` holding `files` files of 4 KiB each.
+    fn tree_tar(files: usize) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_size(0);
+        b.append_data(&mut dir, "root", std::io::empty())
+            .expect("dir");
+        for i in 0..files {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_mode(0o644);
+            h.set_size(4096);
+            b.append_data(&mut h, format!("root/f{i}"), &[b'x'; 4096][..])
+                .expect("file");
+        }
+        b.into_inner().expect("tar")
+    }
+
+    /// Waits up to 5 s for `path` to be gone.
+    async fn gone(path: &std::path::Path) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::fs::symlink_metadata(path).is_ok() {
+            if Instant::now() > until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    /// Dropping a copy-out midway (its budget ran out): the stream is dropped, the extractor
+    /// stops and removes the half-written copy it created; nothing stays on the host.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_dropped_copy_out_leaves_nothing_on_the_host() {
+        let tar = tree_tar(64);
+        let half = tar.len() / 2;
+        let first = futures::stream::iter(vec![Ok::<_, Infallible>(Bytes::copy_from_slice(
+            &tar[..half],
+        ))]);
+        // Half the archive, then a stream that never ends (a stalled engine).
+        let stream = futures::StreamExt::chain(first, futures::stream::pending());
+        let host = tempfile::tempdir().expect("tempdir");
+        let dest = host.path().join("out");
+        let copy = extract_stream(stream, "/workspace", &dest, u64::MAX, EscapingLinks::Refuse);
+        let waited = tokio::time::timeout(Duration::from_millis(300), copy).await;
+        assert!(waited.is_err(), "the copy-out cannot end: half its stream");
+        assert!(gone(&dest).await, "the partial copy was removed");
+        assert_eq!(
+            std::fs::read_dir(host.path()).expect("host dir").count(),
+            0,
+            "nothing else was left"
+        );
+
+        // A destination that existed before is not removed (it is not the copy-out's).
+        let kept = host.path().join("kept");
+        std::fs::create_dir(&kept).expect("mkdir");
+        std::fs::write(kept.join("mine"), "x").expect("write");
+        let first = futures::stream::iter(vec![Ok::<_, Infallible>(Bytes::copy_from_slice(
+            &tar[..half],
+        ))]);
+        let stream = futures::StreamExt::chain(first, futures::stream::pending());
+        let copy = extract_stream(stream, "/workspace", &kept, u64::MAX, EscapingLinks::Refuse);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), copy)
+                .await
+                .is_err()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            kept.join("mine").is_file(),
+            "a folder it did not create stays"
+        );
+
+        // Not dropped: the whole copy stays.
+        let whole = futures::stream::iter(vec![Ok::<_, Infallible>(Bytes::from(tar))]);
+        let done = host.path().join("done");
+        let (copied, error) =
+            extract_stream(whole, "/workspace", &done, u64::MAX, EscapingLinks::Refuse).await;
+        assert!(error.is_none());
+        assert_eq!(copied.expect("copied").bytes, 64 * 4096);
+        assert_eq!(std::fs::read_dir(&done).expect("copy").count(), 64);
+    }
 }
