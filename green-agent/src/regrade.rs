@@ -300,8 +300,8 @@ mod tests {
     /// The run's trials as planned now: the bundled `generic-csv-stats` × nop (another hash
     /// than the stored trials': the task "changed").
     fn current() -> Vec<TrialInput> {
-        let suite = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../tasks/examples/generic-csv-stats");
+        let suite =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/generic-csv-stats");
         let tasks: Vec<Arc<tasks::Task>> = tasks::load_suite(&[suite])
             .expect("the bundled task loads")
             .into_iter()
@@ -394,8 +394,14 @@ mod tests {
             why["never-collected"],
             "its outputs were never collected (outcome infra_error): the engine refused"
         );
-        assert!(why["blob-lost"].contains("missing from the run's blobs"), "{why:?}");
-        assert!(why["task-gone"].contains("no longer in the run's task folders"), "{why:?}");
+        assert!(
+            why["blob-lost"].contains("missing from the run's blobs"),
+            "{why:?}"
+        );
+        assert!(
+            why["task-gone"].contains("no longer in the run's task folders"),
+            "{why:?}"
+        );
 
         // the trial waits for its grade, its outputs in an open regrade attempt, the old
         // result kept
@@ -434,7 +440,9 @@ mod tests {
             2,
             "the open attempt is kept, not doubled"
         );
-        let changes = changes(&store, "r", &[graded.clone()]).await.expect("changes");
+        let changes = changes(&store, "r", &[graded.clone()])
+            .await
+            .expect("changes");
         assert_eq!(changes[0].before.as_ref().and_then(|g| g.score), Some(0.5));
         assert_eq!(changes[0].after, None, "not graded yet");
     }

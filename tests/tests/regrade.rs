@@ -130,10 +130,17 @@ async fn regrading_the_bundled_suite_changes_nothing_and_runs_no_agent() {
     let report_after = std::fs::metadata(results.path().join(&run_id).join("report.json"))
         .and_then(|m| m.modified())
         .expect("report.json");
-    assert!(report_after > report_before, "the reports are written again");
+    assert!(
+        report_after > report_before,
+        "the reports are written again"
+    );
     let report = report_json(results.path(), &run_id);
     assert_eq!(report["trials"].as_array().map(Vec::len), Some(2));
-    assert_eq!(leftovers(&run_id).await, 0, "no container of the run is left");
+    assert_eq!(
+        leftovers(&run_id).await,
+        0,
+        "no container of the run is left"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,6 +228,13 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
     let created = watch.stop().await;
     resumed.assert_success();
     assert!(created.is_empty(), "no agent container: {created:?}");
+    assert!(
+        resumed
+            .stderr
+            .contains("an earlier regrade was stopped; grading its"),
+        "the stopped regrade is taken up:\n{}",
+        resumed.stderr
+    );
     let after = scores(results.path(), &run_id).await;
     assert_eq!(after[&key("oracle")], Some(0.0), "{}", resumed.stdout);
     assert_eq!(after[&key(wrong)], Some(1.0), "{}", resumed.stdout);
@@ -228,17 +242,21 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
     assert!(
         resumed
             .stdout
-            .contains("echo-done × cmd:echo nope > out.txt #0: 0.00 → 1.00"),
+            .contains("echo-done × cmd:echo nope > out.txt #0: 0.00 [fail] → 1.00 [pass]"),
         "{}",
         resumed.stdout
     );
     assert!(
-        resumed.stdout.contains("echo-done × oracle #0: 1.00 → 0.00"),
+        resumed
+            .stdout
+            .contains("echo-done × oracle #0: 1.00 [pass] → 0.00 [fail]"),
         "{}",
         resumed.stdout
     );
     assert!(
-        resumed.stdout.contains("2 changed (1 up, 1 down), 1 unchanged"),
+        resumed
+            .stdout
+            .contains("2 changed (1 up, 1 down), 1 unchanged"),
         "{}",
         resumed.stdout
     );
@@ -252,7 +270,9 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
         assert!(kinds.iter().any(|k| k == "regrade"), "{trial}: {kinds:?}");
     }
     // The old grades are kept in the event log.
-    let store = Store::open_existing(&run_dir, &run_id).await.expect("store");
+    let store = Store::open_existing(&run_dir, &run_id)
+        .await
+        .expect("store");
     let kept: Vec<Option<f64>> = store
         .events(&run_id, None)
         .await
@@ -266,9 +286,17 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
     store.close().await;
     let mut kept = kept;
     kept.sort_by(|a, b| a.partial_cmp(b).expect("scores"));
-    assert_eq!(kept, [Some(0.0), Some(0.0), Some(1.0)], "the previous scores");
+    assert_eq!(
+        kept,
+        [Some(0.0), Some(0.0), Some(1.0)],
+        "the previous scores"
+    );
     let report = report_json(results.path(), &run_id);
     let text = report.to_string();
     assert!(text.contains("echo-done"), "the report is written");
-    assert_eq!(leftovers(&run_id).await, 0, "no container of the run is left");
+    assert_eq!(
+        leftovers(&run_id).await,
+        0,
+        "no container of the run is left"
+    );
 }

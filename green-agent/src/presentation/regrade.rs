@@ -66,7 +66,7 @@ fn grade(g: Option<&Grade>) -> String {
             if g.outcome != Outcome::Completed {
                 let _ = write!(s, " ({})", g.outcome.as_str());
             }
-            if let Some(status) = g.status.as_deref().filter(|s| *s != "ok") {
+            if let Some(status) = g.status.as_deref() {
                 let _ = write!(s, " [{status}]");
             }
             s
@@ -142,23 +142,23 @@ mod tests {
         let changes = vec![
             Change {
                 trial: trial("csv-stats", "oracle"),
-                before: g(Outcome::Completed, Some(1.0), "ok"),
-                after: g(Outcome::Completed, Some(1.0), "ok"),
+                before: g(Outcome::Completed, Some(1.0), "pass"),
+                after: g(Outcome::Completed, Some(1.0), "pass"),
             },
             Change {
                 trial: trial("csv-stats", "cmd:echo 1 > out.txt"),
-                before: g(Outcome::Completed, Some(0.0), "ok"),
-                after: g(Outcome::Completed, Some(1.0), "ok"),
+                before: g(Outcome::Completed, Some(0.0), "fail"),
+                after: g(Outcome::Completed, Some(1.0), "pass"),
             },
             Change {
                 trial: trial("primes", "nop"),
                 before: g(Outcome::InfraError, None, "env_broken"),
-                after: g(Outcome::Completed, Some(0.25), "ok"),
+                after: g(Outcome::Completed, Some(0.25), "fail"),
             },
             Change {
                 trial: trial("primes", "oracle"),
-                before: g(Outcome::Completed, Some(1.0), "ok"),
-                after: g(Outcome::Completed, Some(0.5), "ok"),
+                before: g(Outcome::Completed, Some(1.0), "pass"),
+                after: g(Outcome::Completed, Some(0.5), "fail"),
             },
         ];
         let skipped = vec![Skipped {
