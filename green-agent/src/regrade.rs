@@ -440,7 +440,7 @@ mod tests {
             2,
             "the open attempt is kept, not doubled"
         );
-        let changes = changes(&store, "r", &[graded.clone()])
+        let changes = changes(&store, "r", std::slice::from_ref(&graded))
             .await
             .expect("changes");
         assert_eq!(changes[0].before.as_ref().and_then(|g| g.score), Some(0.5));
