@@ -44,11 +44,15 @@ fn is_regrade(a: &AttemptRow) -> bool {
     a.kind == AttemptKind::Regrade.as_str()
 }
 
-/// How many trials of the run a regrade left unfinished (its process was killed): a resume
-/// finishes them as a regrade.
-pub async fn unfinished(store: &Store, run_id: &str) -> Result<usize, StoreError> {
+/// How many of the run's `trials` a regrade left unfinished (its process was killed): a
+/// resume finishes them as a regrade.
+pub async fn unfinished(
+    store: &Store,
+    run_id: &str,
+    trials: &[TrialRow],
+) -> Result<usize, StoreError> {
     let mut n = 0;
-    for t in store.trials(run_id).await? {
+    for t in trials {
         if t.state != "done"
             && store
                 .attempts(run_id, &t.planned.id)
@@ -429,7 +433,8 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].data["previous"]["score"], 0.5);
         assert_eq!(kept[0].data["from_attempt"], 1);
-        assert_eq!(unfinished(&store, "r").await.expect("unfinished"), 1);
+        let rows = store.trials("r").await.expect("trials");
+        assert_eq!(unfinished(&store, "r", &rows).await.expect("unfinished"), 1);
 
         // killed now, started again: what was left is taken up, nothing new starts
         let again = start(&store, "r", now).await.expect("again");
@@ -464,6 +469,7 @@ mod tests {
             err.to_string(),
             "run r has 1 unfinished trial(s): `green-agent resume r` finishes them first, then `--regrade` grades every trial again"
         );
-        assert_eq!(unfinished(&store, "r").await.expect("unfinished"), 0);
+        let rows = store.trials("r").await.expect("trials");
+        assert_eq!(unfinished(&store, "r", &rows).await.expect("unfinished"), 0);
     }
 }

@@ -53,7 +53,7 @@ pub async fn command(args: ResumeArgs, ctx: &Context) -> anyhow::Result<i32> {
         );
     }
     // A regrade stopped half-way is finished as a regrade, with or without the flag.
-    let regrade = args.regrade || crate::regrade::unfinished(&store, &run).await? > 0;
+    let regrade = args.regrade || crate::regrade::unfinished(&store, &run, &trials).await? > 0;
     store.close().await;
     let done = trials.iter().filter(|t| t.state == "done").count();
     if !regrade
