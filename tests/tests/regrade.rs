@@ -3,13 +3,16 @@
 //!
 //! Evidence that no agent ran, independent of the green agent's word: the engine's event stream
 //! shows no agent container created for the run while it regrades; the store's attempt history
-//! holds still one `fresh` attempt per trial (plus a `regrade` one).
+//! holds still one `fresh` attempt per trial (plus a `regrade` one). The unchanged regrade runs
+//! once with per-run SQLite files, once with every row in a real PostgreSQL server.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use e2e_tests::postgres::Postgres;
 use e2e_tests::{AgentCreations, leftovers, report_json, run_green, spawn_green, write_task};
+use green_agent::database::DatabaseUrl;
 use green_agent::store::Store;
 
 const WANTS_DONE: &str = r#"import os
@@ -26,11 +29,20 @@ def test_out():
     assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "nope"
 "#;
 
-/// Score per (task, agent) of the run's stored trials (every trial done).
-async fn scores(results: &Path, run_id: &str) -> BTreeMap<(String, String), Option<f64>> {
-    let store = Store::open_existing(&results.join(run_id), run_id)
+/// The run's store (in `db` when given, else the run folder's SQLite file).
+async fn open(results: &Path, run_id: &str, db: Option<&DatabaseUrl>) -> Store {
+    Store::open_existing_with(&results.join(run_id), run_id, db)
         .await
-        .expect("store");
+        .expect("store")
+}
+
+/// Score per (task, agent) of the run's stored trials (every trial done).
+async fn scores(
+    results: &Path,
+    run_id: &str,
+    db: Option<&DatabaseUrl>,
+) -> BTreeMap<(String, String), Option<f64>> {
+    let store = open(results, run_id, db).await;
     let trials = store.trials(run_id).await.expect("trials");
     store.close().await;
     trials
@@ -46,10 +58,12 @@ async fn scores(results: &Path, run_id: &str) -> BTreeMap<(String, String), Opti
 }
 
 /// Attempt kinds per trial, in order.
-async fn attempt_kinds(results: &Path, run_id: &str) -> BTreeMap<String, Vec<String>> {
-    let store = Store::open_existing(&results.join(run_id), run_id)
-        .await
-        .expect("store");
+async fn attempt_kinds(
+    results: &Path,
+    run_id: &str,
+    db: Option<&DatabaseUrl>,
+) -> BTreeMap<String, Vec<String>> {
+    let store = open(results, run_id, db).await;
     let mut out = BTreeMap::new();
     for t in store.trials(run_id).await.expect("trials") {
         let kinds = store
@@ -67,10 +81,26 @@ async fn attempt_kinds(results: &Path, run_id: &str) -> BTreeMap<String, Vec<Str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn regrading_the_bundled_suite_changes_nothing_and_runs_no_agent() {
+    regrade_changes_nothing(None, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn regrading_the_bundled_suite_changes_nothing_and_runs_no_agent_on_postgres() {
+    let pg = Postgres::start().await;
+    regrade_changes_nothing(Some(pg.url("rb_regrade")), "pg").await;
+    drop(pg);
+}
+
+async fn regrade_changes_nothing(database: Option<String>, label: &str) {
     let results = tempfile::tempdir().expect("tempdir");
     let results_s = results.path().display().to_string();
-    let run_id = format!("e2e-regrade-same-{}", std::process::id());
-    let env = BTreeMap::new();
+    let run_id = format!("e2e-regrade-same-{label}-{}", std::process::id());
+    let env: BTreeMap<String, String> = database
+        .iter()
+        .map(|u| ("RB_DATABASE_URL".to_owned(), u.clone()))
+        .collect();
+    let db: Option<DatabaseUrl> = database.as_deref().map(|u| u.parse().expect("url"));
+    let db = db.as_ref();
     let out = run_green(
         &[
             "run",
@@ -90,7 +120,7 @@ async fn regrading_the_bundled_suite_changes_nothing_and_runs_no_agent() {
     )
     .await;
     out.assert_success();
-    let before = scores(results.path(), &run_id).await;
+    let before = scores(results.path(), &run_id, db).await;
     assert_eq!(before.len(), 2);
 
     // The finished run's message names the flag.
@@ -123,8 +153,12 @@ async fn regrading_the_bundled_suite_changes_nothing_and_runs_no_agent() {
         "{}",
         regrade.stdout
     );
-    assert_eq!(scores(results.path(), &run_id).await, before, "same scores");
-    for (trial, kinds) in attempt_kinds(results.path(), &run_id).await {
+    assert_eq!(
+        scores(results.path(), &run_id, db).await,
+        before,
+        "same scores"
+    );
+    for (trial, kinds) in attempt_kinds(results.path(), &run_id, db).await {
         assert_eq!(kinds, ["fresh", "regrade"], "trial {trial}");
     }
     let report_after = std::fs::metadata(results.path().join(&run_id).join("report.json"))
@@ -184,7 +218,7 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
     .await;
     out.assert_success();
     let key = |agent: &str| ("echo-done".to_owned(), agent.to_owned());
-    let before = scores(results.path(), &run_id).await;
+    let before = scores(results.path(), &run_id, None).await;
     assert_eq!(before[&key("oracle")], Some(1.0));
     assert_eq!(before[&key("cmd:echo nope > out.txt")], Some(0.0));
 
@@ -235,7 +269,7 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
         "the stopped regrade is taken up:\n{}",
         resumed.stderr
     );
-    let after = scores(results.path(), &run_id).await;
+    let after = scores(results.path(), &run_id, None).await;
     assert_eq!(after[&key("oracle")], Some(0.0), "{}", resumed.stdout);
     assert_eq!(after[&key(wrong)], Some(1.0), "{}", resumed.stdout);
     assert_eq!(after[&key("nop")], Some(0.0));
@@ -261,7 +295,7 @@ async fn a_regrade_with_an_edited_held_out_test_changes_the_scores_and_keeps_the
         resumed.stdout
     );
     // No agent started again: one fresh attempt per trial.
-    for (trial, kinds) in attempt_kinds(results.path(), &run_id).await {
+    for (trial, kinds) in attempt_kinds(results.path(), &run_id, None).await {
         assert_eq!(
             kinds.iter().filter(|k| *k == "fresh").count(),
             1,
