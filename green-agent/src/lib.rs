@@ -4,7 +4,8 @@
 //! - [`commands`]: the command line, one file per subcommand. [`config`]: settings layers. [`agents`]: agent specs.
 //! - [`run`]: planning, preflight checks, concurrent execution, resume, signals;
 //!   [`admission`]: trials admitted to what the backend's nodes hold;
-//!   [`ownership`]: one owner process per run (an OS file lock in the run directory).
+//!   [`ownership`]: one owner process per run (an OS file lock in the run directory);
+//!   [`regrade`]: `resume --regrade`, a run's stored outputs graded again (no agent runs).
 //! - [`trial`]: one trial as named phases (prepare, launch, drive, collect, grade, record);
 //!   [`launch`]: the adapter's command line and environment; [`proxy`]: the run's model proxy.
 //! - [`model`]: the domain types (planned trial, outcome, usage, result).
@@ -32,6 +33,7 @@ pub mod ownership;
 pub mod presentation;
 pub mod progress;
 pub mod proxy;
+pub mod regrade;
 pub mod report;
 pub mod run;
 pub mod serve;

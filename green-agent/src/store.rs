@@ -15,7 +15,7 @@ use sqlx::any::AnyRow;
 use crate::database::{Backend, DatabaseUrl};
 
 pub use crate::model::{ArtifactRef, Outcome, PlannedTrial, TrialResult, Usage};
-pub use attempts::{AgentPlace, AttemptKind, AttemptRow};
+pub use attempts::{AgentPlace, AttemptKind, AttemptRow, RegradeStart};
 
 mod attempts;
 

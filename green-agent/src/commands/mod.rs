@@ -54,7 +54,7 @@ pub struct Cli {
 pub enum Command {
     /// Run an assessment: tasks × agents × repeats.
     Run(run::RunArgs),
-    /// Continue a run: only its unfinished trials run.
+    /// Continue a run: only its unfinished trials run (`--regrade`: grade a finished run again).
     Resume(resume::ResumeArgs),
     /// Write a run's report.
     Report(report::ReportArgs),

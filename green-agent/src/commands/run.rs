@@ -59,17 +59,20 @@ pub async fn command(args: RunArgs, ctx: &Context) -> anyhow::Result<i32> {
         settings,
     };
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    run_and_report(plan, &run_id, &ctx.env, None).await
+    run_and_report(plan, &run_id, &ctx.env, None, false).await
 }
 
 /// Runs (`resumed`: the ownership a resume took; `None`: a new run, which takes it here once
 /// the plan is known to be valid, so an invalid command leaves no run folder) and writes the
-/// reports. The run is owned until this returns.
+/// reports. The run is owned until this returns. `regrade` (a resume only): instead of its
+/// unfinished trials, the run's trials are graded again from their stored outputs
+/// ([`crate::regrade`]) and what changed is printed.
 pub(super) async fn run_and_report(
     plan: Plan,
     run_id: &str,
     env: &BTreeMap<String, String>,
     resumed: Option<crate::ownership::RunOwnership>,
+    regrade: bool,
 ) -> anyhow::Result<i32> {
     let results_dir = plan.settings.results_dir.clone();
     let database = plan.settings.database_url.clone();
@@ -97,7 +100,7 @@ pub(super) async fn run_and_report(
             }
         }
     }
-    let prepared = prepare(plan, env).await?;
+    let mut prepared = prepare(plan, env).await?;
     let _owner = match resumed {
         Some(owner) => owner,
         None => claim_new(&dir, &results_dir, run_id)?,
@@ -108,8 +111,37 @@ pub(super) async fn run_and_report(
         proxy.expect(&expected_tokens);
     }
     let store = Store::open_with(&dir, database.as_ref()).await?;
+    let regraded = if regrade {
+        let selection =
+            crate::regrade::start(&store, run_id, std::mem::take(&mut prepared.trials)).await?;
+        if selection.continued > 0 {
+            eprintln!(
+                "run {run_id}: an earlier regrade was stopped; grading its {} remaining trial(s)",
+                selection.continued
+            );
+        }
+        if selection.inputs.is_empty() {
+            store.close().await;
+            print!(
+                "{}",
+                crate::presentation::regrade::render(&[], &selection.skipped)
+            );
+            return Ok(0);
+        }
+        prepared.trials = selection.inputs;
+        Some((
+            prepared
+                .trials
+                .iter()
+                .map(|t| t.planned.clone())
+                .collect::<Vec<_>>(),
+            selection.skipped,
+        ))
+    } else {
+        None
+    };
     let total = prepared.trials.len() as u64;
-    let done_before = if resume {
+    let done_before = if resume && !regrade {
         store
             .trials(run_id)
             .await
@@ -141,6 +173,13 @@ pub(super) async fn run_and_report(
         "reports: {}",
         dir.join("report.{md,json,csv,html}").display()
     );
+    if let Some((planned, skipped)) = &regraded {
+        let changes = crate::regrade::changes(&store, run_id, planned).await?;
+        print!(
+            "{}",
+            crate::presentation::regrade::render(&changes, skipped)
+        );
+    }
     let unfinished = trials.iter().filter(|t| t.state != "done").count();
     let status = store.run(run_id).await?.status;
     store.close().await;

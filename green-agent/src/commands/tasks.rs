@@ -159,7 +159,7 @@ async fn check(
         settings,
     };
     let run_id = run_id.unwrap_or_else(new_run_id);
-    let code = super::run::run_and_report(plan, &run_id, &ctx.env, None).await?;
+    let code = super::run::run_and_report(plan, &run_id, &ctx.env, None, false).await?;
     if code != 0 {
         // interrupted by a signal
         return Ok(code);

@@ -46,6 +46,28 @@ fn run_help_lists_the_environment_variables() {
     }
 }
 
+/// `help resume` offers `--regrade`, saying that no agent runs again.
+#[test]
+fn resume_help_offers_regrade() {
+    let mut cmd = command();
+    cmd.build();
+    let help = cmd
+        .find_subcommand_mut("resume")
+        .expect("resume")
+        .render_long_help()
+        .to_string();
+    let text: String = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--regrade"))
+        .take(6)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("no agent runs again"),
+        "--regrade and its help in `help resume`:\n{help}"
+    );
+}
+
 /// Every positional argument and flag of every command has help text.
 #[test]
 fn every_argument_has_help() {

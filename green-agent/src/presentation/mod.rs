@@ -10,6 +10,7 @@
 //! - [`templates`]: the embedded HTML templates and their filters (viewer pages, HTML report).
 //! - [`formats`]: the report formats, each one streaming writer, registered in one list.
 //! - [`prbench`]: the PRBench-compatible `eval_report.json` of a trial.
+//! - [`regrade`]: what `resume --regrade` prints (old → new per changed trial, a summary).
 //!
 //! Nothing here reads a store or serves a request: callers pass rows in.
 
@@ -18,6 +19,7 @@ pub mod formats;
 pub mod leaderboard;
 pub mod plots;
 pub mod prbench;
+pub mod regrade;
 pub mod summary;
 pub mod table;
 pub mod templates;

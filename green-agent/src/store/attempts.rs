@@ -15,6 +15,8 @@ pub enum AttemptKind {
     Fresh,
     /// The agent a dead process left running was taken over.
     Reattached,
+    /// `resume --regrade`: the outputs an earlier attempt collected, graded again (no agent).
+    Regrade,
 }
 
 impl AttemptKind {
@@ -22,6 +24,7 @@ impl AttemptKind {
         match self {
             AttemptKind::Fresh => "fresh",
             AttemptKind::Reattached => "reattached",
+            AttemptKind::Regrade => "regrade",
         }
     }
 }
@@ -57,6 +60,19 @@ pub struct AttemptRow {
     /// `finished`, `infra_error`, `incompatible`, `agent_gone`, `abandoned` (`None`: open).
     pub ended: Option<String>,
     pub detail: Option<String>,
+}
+
+/// One trial to grade again: what it had, and the attempt whose collected outputs are graded.
+#[derive(Debug, Clone)]
+pub struct RegradeStart {
+    pub trial_id: String,
+    /// The attempt whose `collected` outputs are graded again.
+    pub from_attempt: u32,
+    /// Its `collected` value (copied into the regrade's attempt).
+    pub collected: serde_json::Value,
+    /// The trial's result as it was (kept in the `trial_regrade` event; `None` for a regrade
+    /// taken up again after a crash, whose first start kept it).
+    pub previous: Option<serde_json::Value>,
 }
 
 /// The columns of an attempt written after it began (a fixed list: never a name from outside).
@@ -138,6 +154,65 @@ impl Store {
         .map_err(|e| self.db(e))?
         .get("attempt");
         Ok(u32::try_from(next).unwrap_or(u32::MAX))
+    }
+
+    /// Starts a regrade of `trials`, all or none (one transaction): per trial, the previous
+    /// result is kept in a `trial_regrade` event, an open attempt of kind `regrade` holding
+    /// the outputs to grade is recorded, and the trial is `pending` again. A resumed run
+    /// grades such an open attempt's outputs without any agent (see `trial::reattach`); a
+    /// process killed meanwhile leaves them open for the next resume. Returns the attempts'
+    /// numbers.
+    pub async fn begin_regrade(
+        &self,
+        run_id: &str,
+        trials: &[RegradeStart],
+    ) -> Result<Vec<u32>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.db(e))?;
+        let mut numbers = Vec::with_capacity(trials.len());
+        for t in trials {
+            let next: i64 = sqlx::query(
+                "INSERT INTO attempts (run_id, trial_id, attempt, kind, started_at, pid, collected) \
+                 SELECT $1, $2, COALESCE(MAX(attempt), 0) + 1, $3, $4, $5, $6 \
+                 FROM attempts WHERE run_id = $7 AND trial_id = $8 RETURNING attempt",
+            )
+            .bind(run_id)
+            .bind(&t.trial_id)
+            .bind(AttemptKind::Regrade.as_str())
+            .bind(now())
+            .bind(i64::from(std::process::id()))
+            .bind(t.collected.to_string())
+            .bind(run_id)
+            .bind(&t.trial_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.db(e))?
+            .get("attempt");
+            let number = u32::try_from(next).unwrap_or(u32::MAX);
+            let data = serde_json::json!({
+                "attempt": number,
+                "from_attempt": t.from_attempt,
+                "previous": t.previous,
+            });
+            sqlx::query(
+                "INSERT INTO events (run_id, trial_id, at, kind, data) VALUES ($1, $2, $3, 'trial_regrade', $4)",
+            )
+            .bind(run_id)
+            .bind(&t.trial_id)
+            .bind(now())
+            .bind(data.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.db(e))?;
+            sqlx::query("UPDATE trials SET state = 'pending' WHERE run_id = $1 AND id = $2")
+                .bind(run_id)
+                .bind(&t.trial_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.db(e))?;
+            numbers.push(number);
+        }
+        tx.commit().await.map_err(|e| self.db(e))?;
+        Ok(numbers)
     }
 
     /// Records the A2A task id of an attempt (the agent accepted the task).

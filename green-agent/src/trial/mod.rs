@@ -32,6 +32,6 @@ pub use env::{InfraError, Observer, RunEnv, Teardown, TrialInput};
 pub use grade::grader_limits;
 pub use launch::agent_limits;
 pub use pipeline::run_trial;
-pub use reattach::{Gathered, Leftovers};
+pub use reattach::{Gathered, Leftovers, ungradable};
 pub use record::record;
 pub use side::{AgentSide, External, Hosted};

@@ -64,6 +64,8 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
             return record::no_reference(env.backend.name() == "docker");
         }
         let mut left = env.leftovers.take(&input.planned.id);
+        // A regrade grades stored outputs: whatever fails, its agent never starts over.
+        let regrading = left.as_ref().is_some_and(Left::is_regrade);
         // What the trial's flags must say about its history (reattached, started over).
         let mut notes: Vec<String> = Vec::new();
         let mut attempt = 0u32;
@@ -73,6 +75,18 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
             match attempt_once(env, input, how, &mut notes).await {
                 Ok(mut r) => {
                     r.attempts = attempt;
+                    notes.append(&mut r.flags);
+                    r.flags = notes;
+                    return r;
+                }
+                Err(InfraError::AgentGone(why)) if regrading => {
+                    warn!(why, "the stored outputs cannot be graded again");
+                    let isolated = env.backend.name() == "docker";
+                    let mut r = record::infra_failure(
+                        format!("cannot grade the stored outputs again: {why}"),
+                        attempt,
+                        isolated,
+                    );
                     notes.append(&mut r.flags);
                     r.flags = notes;
                     return r;

@@ -10,6 +10,7 @@
 //! | left | does |
 //! |---|---|
 //! | collected outputs | restage them from the blobs; grade and record (no agent) |
+//! | an open `regrade` attempt (`resume --regrade`) | the same, in that attempt |
 //! | a live hosted agent | re-register its proxy token (same port), wait for its card, find its task (stored id, else `ListTasks` by the trial's context id), follow it by id ([`Start::task_id`]); no task yet: send it now (it never got it) |
 //! | an external agent with a task id | connect, `GetTask` it, follow it |
 //! | anything else | [`InfraError::AgentGone`]: the trial starts over, flagged |
@@ -51,6 +52,11 @@ pub struct Left {
 }
 
 impl Left {
+    /// Whether this is what `resume --regrade` left: stored outputs to grade again.
+    pub(crate) fn is_regrade(&self) -> bool {
+        self.attempt.kind == AttemptKind::Regrade.as_str()
+    }
+
     /// The outputs the trial's last attempt collected before it failed, if it got that far
     /// (a retry grades them instead of running the agent again).
     pub(crate) async fn collected_by_last_attempt(
@@ -269,6 +275,8 @@ pub(crate) async fn reattach(
                 )
                 .await?;
         }
+        // a regrade's own attempt grades: it stays open until it ends
+        _ if *attempt == Some(before.attempt) => {}
         _ => {
             env.store
                 .end_attempt(
@@ -311,15 +319,31 @@ async fn take_over(
         })?;
         let prep = prepare(env, input, None)?;
         restage(env, &checkpoint, &prep.outputs_dir)?;
-        let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
-        *attempt = Some(n);
-        env.store
-            .attempt_collected(&env.run_id, &input.planned.id, n, value)
-            .await?;
-        let note = format!(
-            "graded from the outputs attempt {} collected (the agent was not run again)",
+        let regrade = row.kind == AttemptKind::Regrade.as_str();
+        let n = if regrade && row.ended.is_none() {
+            // `resume --regrade` recorded this attempt with the outputs: it grades them.
             row.attempt
-        );
+        } else {
+            let kind = if regrade {
+                AttemptKind::Regrade
+            } else {
+                AttemptKind::Reattached
+            };
+            let n = begin(env, input, kind, &row.place).await?;
+            env.store
+                .attempt_collected(&env.run_id, &input.planned.id, n, value)
+                .await?;
+            n
+        };
+        *attempt = Some(n);
+        let note = if regrade {
+            "graded again by `resume --regrade` from the outputs collected before (the agent was not run again)".to_owned()
+        } else {
+            format!(
+                "graded from the outputs attempt {} collected (the agent was not run again)",
+                row.attempt
+            )
+        };
         return Ok(Resumed::Collected {
             prep,
             parts: Box::new(checkpoint.into_parts()),
@@ -691,14 +715,40 @@ pub(crate) async fn checkpoint(
     }
 }
 
+/// Why the outputs an attempt `collected` (its stored value) cannot be graded again, if they
+/// cannot: unreadable, a path outside the workspace, a file missing from the blobs.
+pub fn ungradable(store: &Store, collected: &serde_json::Value) -> Option<String> {
+    let c: Checkpoint = match serde_json::from_value(collected.clone()) {
+        Ok(c) => c,
+        Err(e) => return Some(format!("its stored outputs are unreadable: {e}")),
+    };
+    for (rel, sha) in &c.staged {
+        if !safe_relative(Path::new(rel)) {
+            return Some(format!(
+                "its stored outputs name a path outside the workspace: {rel}"
+            ));
+        }
+        if !store.blob_path(sha).is_file() {
+            return Some(format!(
+                "the stored output {rel} is missing from the run's blobs ({sha})"
+            ));
+        }
+    }
+    None
+}
+
+/// A relative path that stays inside the folder it is joined to.
+fn safe_relative(p: &Path) -> bool {
+    !p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// Writes the checkpoint's staged files back from the blobs (paths checked to stay inside).
 fn restage(env: &RunEnv, c: &Checkpoint, outputs_dir: &Path) -> Result<(), InfraError> {
     for (rel, sha) in &c.staged {
         let p = Path::new(rel);
-        if p.is_absolute()
-            || p.components()
-                .any(|c| !matches!(c, std::path::Component::Normal(_)))
-        {
+        if !safe_relative(p) {
             return Err(InfraError::AgentGone(format!(
                 "its collected outputs name a path outside the workspace: {rel}"
             )));
