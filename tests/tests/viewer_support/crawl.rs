@@ -135,9 +135,13 @@ pub struct Explained {
 
 /// `shown` (the text of a trial's grading section) names every failing grader of `grade` (a
 /// stored grade report), every failing check of each and its message, and each grader note;
-/// a failing grader that recorded nothing is said to have recorded nothing.
+/// a failing grader that recorded nothing is said to have recorded nothing; and no debug
+/// formatting is in it.
 pub fn assert_explains(what: &str, shown: &str, grade: &Value) -> Explained {
     let shown = shown.replace("\r\n", "\n");
+    // the whole section, folded notes and long messages included: no debug formatting
+    let leaks = debug_leaks(&shown);
+    assert!(leaks.is_empty(), "{what}: {leaks:?}");
     let mut out = Explained::default();
     let mut explained = false;
     let graders = grade["graders"].as_array().cloned().unwrap_or_default();
