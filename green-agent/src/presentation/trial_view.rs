@@ -2,8 +2,9 @@
 //! the viewer's trial page and the HTML report's trial sections. What differs between the two
 //! comes in as [`Inputs`]: which stored artifacts the caller read (the viewer: every one, the
 //! first bytes; the report: the answer, the agent's log and the trajectory, whole), whether
-//! shown artifacts link to a raw file ([`Links`]), and the task workspace's copy of each file
-//! the agent wrote, for its diff ([`Original`]). Nothing here reads a store or a file.
+//! shown artifacts link to a raw file ([`Links`]), and where the agent's files are compared
+//! with the task's workspace, for their diffs (a [`Workspace`]: the viewer's reads the task
+//! folder; the report has none). Nothing here reads a store or a file.
 
 use std::collections::BTreeMap;
 
@@ -42,7 +43,14 @@ pub enum Original {
     Text(String),
 }
 
+/// Where a trial's files are compared with the task's workspace.
+pub trait Workspace: std::fmt::Debug {
+    /// The workspace's copy of the agent's file `rel` (its path in the workspace).
+    fn original(&self, rel: &str) -> Original;
+}
+
 /// What differs between the places a trial is shown.
+#[derive(Debug)]
 pub struct Inputs<'a> {
     /// The stored artifacts read. An agent's file not here is listed without its content; any
     /// other artifact not here is not shown.
@@ -50,17 +58,7 @@ pub struct Inputs<'a> {
     pub links: Links<'a>,
     /// The task workspace's copy of a file (by its path in the workspace); `None`: the files
     /// are not compared (task not found, or a report that does not look).
-    pub workspace: Option<&'a dyn Fn(&str) -> Original>,
-}
-
-impl std::fmt::Debug for Inputs<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inputs")
-            .field("bodies", &self.bodies.keys().collect::<Vec<_>>())
-            .field("links", &self.links)
-            .field("workspace", &self.workspace.is_some())
-            .finish()
-    }
+    pub workspace: Option<&'a dyn Workspace>,
 }
 
 /// One line of a unified diff.
@@ -142,7 +140,7 @@ pub fn trial_view(
         let text = body.and_then(text_of);
         let cut = body.is_some_and(|b| b.cut);
         let (status, diff) = match (file, inputs.workspace, &text) {
-            (Some(rel), Some(workspace), Some(new)) if !cut => match workspace(rel) {
+            (Some(rel), Some(workspace), Some(new)) if !cut => match workspace.original(rel) {
                 Original::Text(old) if old == *new => ("unchanged", Vec::new()),
                 Original::Text(old) => ("changed", diff(&old, new)),
                 Original::Unreadable => ("unknown", Vec::new()),
@@ -340,12 +338,18 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let workspace = |rel: &str| match rel {
-            "a.py" => Original::Text("x = 1\n".into()),
-            "b.py" => Original::Text("y\n".into()),
-            "big.bin" => Original::Unreadable,
-            _ => Original::Absent,
-        };
+        #[derive(Debug)]
+        struct Task;
+        impl Workspace for Task {
+            fn original(&self, rel: &str) -> Original {
+                match rel {
+                    "a.py" => Original::Text("x = 1\n".into()),
+                    "b.py" => Original::Text("y\n".into()),
+                    "big.bin" => Original::Unreadable,
+                    _ => Original::Absent,
+                }
+            }
+        }
         let v = trial_view(
             d,
             None,
@@ -355,7 +359,7 @@ mod tests {
                     run: "r 1",
                     trial: "t1",
                 },
-                workspace: Some(&workspace),
+                workspace: Some(&Task),
             },
         );
         let status: Vec<(&str, &str)> = v

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::data::{MAX_INLINE_BYTES, Results, TrialQuery, ViewError};
 use crate::presentation::plots;
 use crate::presentation::templates;
-use crate::presentation::trial_view::{Bodies, Body, Inputs, Links, Original, trial_view};
+use crate::presentation::trial_view::{Bodies, Body, Inputs, Links, Workspace, trial_view};
 
 /// Most bytes of a trajectory parsed for the trial page.
 const MAX_TRAJECTORY_BYTES: u64 = 8 * 1024 * 1024;
@@ -223,19 +223,19 @@ pub async fn trial_page(State(r): St, Path((run, trial)): Path<(String, String)>
         bodies.insert(a.name.clone(), Body { bytes, cut });
     }
     let task_dir = super::workspace::task_folder(&r.plan(&run).await?, &detail.summary.task_id);
-    let against = |rel: &str| match &task_dir {
-        Some(dir) => super::workspace::against(dir, rel, MAX_INLINE_BYTES),
-        None => Original::Unreadable,
-    };
+    let workspace = task_dir
+        .as_deref()
+        .map(|task| super::workspace::TaskWorkspace {
+            task,
+            max: MAX_INLINE_BYTES,
+        });
     let inputs = Inputs {
         bodies: &bodies,
         links: Links::Viewer {
             run: &run,
             trial: &trial,
         },
-        workspace: task_dir
-            .as_ref()
-            .map(|_| &against as &dyn Fn(&str) -> Original),
+        workspace: workspace.as_ref().map(|w| w as &dyn Workspace),
     };
     let view = trial_view(detail, grade, &inputs);
     Ok(render(

@@ -6,7 +6,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::presentation::trial_view::Original;
+use crate::presentation::trial_view::{Original, Workspace};
 
 /// Largest task.toml read while looking for a task.
 const MAX_TOML_BYTES: u64 = 1024 * 1024;
@@ -67,13 +67,23 @@ pub fn original(task: &Path, rel: &str, max: u64) -> Option<String> {
     String::from_utf8(std::fs::read(&file).ok()?).ok()
 }
 
-/// The task workspace's copy of `rel` as the trial page compares it: its text, absent (the
-/// agent created the file), or unreadable (too big, not UTF-8, not a plain path inside it).
-pub fn against(task: &Path, rel: &str, max: u64) -> Original {
-    match original(task, rel, max) {
-        Some(text) => Original::Text(text),
-        None if task.join("workspace").join(rel).exists() => Original::Unreadable,
-        None => Original::Absent,
+/// A task's folder, as the trial page compares the agent's files with its workspace (files
+/// over `max` bytes are not compared).
+#[derive(Debug)]
+pub struct TaskWorkspace<'a> {
+    pub task: &'a Path,
+    pub max: u64,
+}
+
+impl Workspace for TaskWorkspace<'_> {
+    /// The workspace's text of `rel`; absent (the agent created the file); or unreadable (too
+    /// big, not UTF-8, not a plain path inside it).
+    fn original(&self, rel: &str) -> Original {
+        match original(self.task, rel, self.max) {
+            Some(text) => Original::Text(text),
+            None if self.task.join("workspace").join(rel).exists() => Original::Unreadable,
+            None => Original::Absent,
+        }
     }
 }
 
@@ -106,9 +116,14 @@ mod tests {
             assert_eq!(original(&task, bad, 1024), None, "{bad}");
         }
         assert_eq!(original(&task, "sub/a.py", 3), None, "over the size cap");
-        assert_eq!(against(&task, "sub/b.py", 1024), Original::Absent);
-        assert_eq!(against(&task, "sub/a.py", 3), Original::Unreadable);
-        assert_eq!(against(&task, "link", 1024), Original::Unreadable);
+        let ws = |max| TaskWorkspace { task: &task, max };
+        assert_eq!(ws(1024).original("sub/b.py"), Original::Absent);
+        assert_eq!(ws(3).original("sub/a.py"), Original::Unreadable);
+        assert_eq!(ws(1024).original("link"), Original::Unreadable);
+        assert_eq!(
+            ws(1024).original("sub/a.py"),
+            Original::Text("x = 1\n".into())
+        );
     }
 
     #[test]
