@@ -12,6 +12,7 @@ use crate::presentation::formats::{self, Head, Pass};
 pub use crate::presentation::formats::{Format, TrialFiles};
 use crate::presentation::prbench;
 use crate::presentation::summary::{SummaryRow, summarize};
+use crate::presentation::trial_view::Body;
 use crate::store::{RunRow, Store, StoreError, TrialRow, write_atomic};
 
 /// Everything a report shows.
@@ -77,26 +78,16 @@ impl ReportData {
     }
 }
 
-/// What the HTML report shows of a finished trial's stored files (`None`: unfinished).
+/// The artifacts of a finished trial the HTML report shows, read whole (`None`: unfinished):
+/// the answer, the agent's log and the trajectory. Its files are listed, not embedded.
 fn read_files(store: &Store, t: &TrialRow) -> Option<TrialFiles> {
     let res = t.result.as_ref()?;
-    let mut d = TrialFiles::default();
+    let mut d = TrialFiles::new();
     for a in &res.artifacts {
-        let text = || {
-            store
-                .get_blob(&a.sha256)
-                .ok()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-        };
-        match a.name.as_str() {
-            "answer" => d.answer = text(),
-            "trajectory" => d.trajectory = text().and_then(|s| serde_json::from_str(&s).ok()),
-            "agent_log" => d.agent_log = text(),
-            n => {
-                if let Some(f) = n.strip_prefix("file:") {
-                    d.files.push(f.to_owned());
-                }
-            }
+        if matches!(a.name.as_str(), "answer" | "trajectory" | "agent_log")
+            && let Ok(bytes) = store.get_blob(&a.sha256)
+        {
+            d.insert(a.name.clone(), Body { bytes, cut: false });
         }
     }
     Some(d)

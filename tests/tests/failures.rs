@@ -3,6 +3,14 @@
 //! grader kind those tasks use fails. Each failing grader must say which check failed and why
 //! (a failing test's name and message, or a note), and no report format may show a Rust debug
 //! form (`Some(…)`, `None`, `{ code: … }`).
+//!
+//! The same run is then read as a user would, in a headless Chromium: every page of the viewer
+//! crawled (`viewer_support::crawl`: every link answers, no empty list where a page says there
+//! are trials, no debug formatting), and for every failing trial both its trial page and its
+//! section of `report.html` name each failing check with its message (taken from the stored
+//! grade report), plus a few known checks and messages named literally.
+
+mod viewer_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -10,6 +18,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use e2e_tests::{repo_root, report_json, run_green};
+use green_agent::presentation::values::debug_leaks;
+use viewer_support::crawl::{crawl, report_explains_failures, viewer_explains_failures};
+use viewer_support::{Browser, start_viewer};
 
 /// The `cmd:` spec of the wrong agent (the script shipped base64-encoded on its command line).
 pub fn wrong_agent() -> String {
@@ -230,5 +241,82 @@ async fn every_failure_names_its_check_and_message() {
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let forms = debug_forms(&text);
         assert!(forms.is_empty(), "{file} shows {forms:?}");
+        let leaks = debug_leaks(&text);
+        assert!(leaks.is_empty(), "{file}: {leaks:?}");
     }
+
+    // The same run in the viewer and in report.html, in a headless Chromium.
+    let (viewer, url) = start_viewer(results.path()).await;
+    let http = reqwest::Client::new();
+    let browser = Browser::start().await;
+    let crawled = crawl(&browser, &http, &url).await;
+    eprintln!(
+        "crawled {} pages ({} trial lists), {} other links resolved",
+        crawled.pages.len(),
+        crawled.lists,
+        crawled.other_links.len()
+    );
+    assert!(
+        crawled.pages.iter().any(|p| p.contains("/trials/")),
+        "the trial pages were reached by links"
+    );
+    assert!(
+        crawled
+            .other_links
+            .iter()
+            .any(|l| l.contains("/artifacts/")),
+        "the raw artifact links were checked"
+    );
+    let (pages, in_viewer) = viewer_explains_failures(&browser, &http, &url, &run_id).await;
+    let (sections, in_report) = report_explains_failures(
+        &browser,
+        &results.path().join(&run_id).join("report.html"),
+        &report,
+    )
+    .await;
+    eprintln!(
+        "viewer: {} failing checks named with their messages, silent graders {:?}; report.html: {}, {:?}",
+        in_viewer.checks, in_viewer.silent, in_report.checks, in_report.silent
+    );
+    assert_eq!(pages.len(), 10, "every trial fails, in the viewer");
+    assert_eq!(sections.len(), 10, "every trial fails, in report.html");
+    assert_eq!(in_viewer.checks, in_report.checks);
+    assert!(
+        in_viewer.checks >= 10,
+        "failing checks were named: {}",
+        in_viewer.checks
+    );
+    // what a user reads on each task's page and section, literally
+    let task_of: BTreeMap<&str, &str> = trials
+        .iter()
+        .filter_map(|t| Some((t["id"].as_str()?, t["task_id"].as_str()?)))
+        .collect();
+    let literal: &[(&str, &[&str])] = &[
+        ("harbor-primes", &["missing primes: 199"]),
+        ("mmsicode-c-interp", &["clamp left", "clamp right"]),
+        (
+            "mmsicode-r-trapz",
+            &["uneven grids are not supported by this implementation"],
+        ),
+        ("scicode-quadrature", &["erf_approx is not written yet"]),
+        ("unittest-mean", &["ValueError not raised"]),
+        ("arbench-fft", &["numpy.fft"]),
+        ("prbench-logistic-growth", &["worst: N at x="]),
+    ];
+    for (place, shown) in [("viewer", &pages), ("report.html", &sections)] {
+        for (task, needles) in literal {
+            let (_, text) = shown
+                .iter()
+                .find(|(id, _)| task_of.get(id.as_str()) == Some(task))
+                .unwrap_or_else(|| panic!("{place}: no failing trial of {task}"));
+            for needle in *needles {
+                assert!(
+                    text.contains(needle),
+                    "{place}, {task}: {needle:?} not shown"
+                );
+            }
+        }
+    }
+    browser.quit().await;
+    viewer.kill_tree();
 }

@@ -4,7 +4,9 @@
 //!
 //! - [`summary`]: the per agent × kind table (means, CIs, pass@k, failures by cause);
 //!   [`totals`]: a run's totals; [`leaderboard`]: leaderboards; [`compare`]: paired comparison
-//!   of agents; [`plots`]: SVG chart geometry; [`trials`]: a trial as listed and detailed.
+//!   of agents; [`plots`]: SVG chart geometry; [`trials`]: a trial as listed and detailed;
+//!   [`trial_view`]: a trial as its page shows it (the viewer's trial page, the HTML report's
+//!   sections).
 //! - [`values`]: the one rule for rendering values in user text (no debug formatting).
 //! - [`table`]: the terminal's results table (compact by default, every column with `--wide`).
 //! - [`templates`]: the embedded HTML templates and their filters (viewer pages, HTML report).
@@ -24,5 +26,6 @@ pub mod summary;
 pub mod table;
 pub mod templates;
 pub mod totals;
+pub mod trial_view;
 pub mod trials;
 pub mod values;

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use super::data::{MAX_INLINE_BYTES, Results, TrialQuery, ViewError};
 use crate::presentation::plots;
-use crate::presentation::templates::{self, trajectory_parts};
+use crate::presentation::templates;
+use crate::presentation::trial_view::{Bodies, Body, Inputs, Links, Workspace, trial_view};
 
 /// Most bytes of a trajectory parsed for the trial page.
 const MAX_TRAJECTORY_BYTES: u64 = 8 * 1024 * 1024;
@@ -205,122 +206,42 @@ pub async fn cross_compare_page(State(r): St, Query(q): Query<super::api::RunsQu
     ))
 }
 
-#[derive(Debug, Serialize)]
-struct Shown {
-    name: String,
-    label: String,
-    size: u64,
-    /// The text (first bytes), when it is UTF-8.
-    text: Option<String>,
-    cut: bool,
-    url: String,
-    /// Against the task's workspace: `new`, `changed`, `unchanged` or `unknown` (task not found).
-    status: &'static str,
-    diff: Vec<super::workspace::DiffLine>,
-}
-
-/// `/runs/{run}/trials/{trial}`: everything about one trial.
+/// `/runs/{run}/trials/{trial}`: everything about one trial: every artifact's first bytes
+/// (linked to the raw file), the agent's files against the task's workspace.
 pub async fn trial_page(State(r): St, Path((run, trial)): Path<(String, String)>) -> Page {
     let info = r.run(&run).await?;
     let detail = r.trial(&run, &trial).await?;
     let grade = r.grade(&run, &trial).await?;
-    let mut files = Vec::new();
-    let mut logs = Vec::new();
-    let mut answer = None;
-    let mut usage_doc = None;
-    let mut trajectory: Option<serde_json::Value> = None;
-    let mut trajectory_note = None;
-    let task_dir = super::workspace::task_folder(&r.plan(&run).await?, &detail.summary.task_id);
+    let mut bodies = Bodies::new();
     for a in &detail.artifacts {
-        let url = format!(
-            "/api/runs/{}/trials/{}/artifacts/{}",
-            encode(&run),
-            encode(&trial),
-            encode(&a.name)
-        );
-        if a.name == "trajectory" {
-            let (bytes, cut) = r
-                .artifact_head(&run, &trial, &a.name, MAX_TRAJECTORY_BYTES)
-                .await?;
-            if cut {
-                trajectory_note = Some(format!(
-                    "the trajectory is {} bytes; only the raw file is available",
-                    a.size
-                ));
-            } else {
-                match serde_json::from_slice::<serde_json::Value>(&bytes) {
-                    Ok(v) => trajectory = Some(v),
-                    Err(e) => trajectory_note = Some(format!("the trajectory is not JSON: {e}")),
-                }
-            }
-            continue;
-        }
-        let (bytes, cut) = r
-            .artifact_head(&run, &trial, &a.name, MAX_INLINE_BYTES)
-            .await?;
-        let text = String::from_utf8(bytes).ok();
-        let (status, diff) = match (a.name.strip_prefix("file:"), &task_dir, &text) {
-            (Some(rel), Some(dir), Some(new)) if !cut => {
-                match super::workspace::original(dir, rel, MAX_INLINE_BYTES) {
-                    Some(old) if old == *new => ("unchanged", Vec::new()),
-                    Some(old) => ("changed", super::workspace::diff(&old, new)),
-                    None if dir.join("workspace").join(rel).exists() => ("unknown", Vec::new()),
-                    None => ("new", Vec::new()),
-                }
-            }
-            _ => ("unknown", Vec::new()),
+        let max = if a.name == "trajectory" {
+            MAX_TRAJECTORY_BYTES
+        } else {
+            MAX_INLINE_BYTES
         };
-        let shown = Shown {
-            status,
-            diff,
-            name: a.name.clone(),
-            label: a.name.strip_prefix("file:").unwrap_or(&a.name).to_owned(),
-            size: a.size,
-            text,
-            cut,
-            url,
-        };
-        match a.name.as_str() {
-            n if n.starts_with("file:") => files.push(shown),
-            "answer" => answer = Some(shown),
-            "usage" => usage_doc = Some(shown),
-            _ => logs.push(shown),
-        }
+        let (bytes, cut) = r.artifact_head(&run, &trial, &a.name, max).await?;
+        bodies.insert(a.name.clone(), Body { bytes, cut });
     }
-    let (instruction, steps, steps_cut) = match &trajectory {
-        Some(t) => trajectory_parts(t),
-        None => (None, Vec::<serde_json::Value>::new(), false),
+    let task_dir = super::workspace::task_folder(&r.plan(&run).await?, &detail.summary.task_id);
+    let workspace = task_dir
+        .as_deref()
+        .map(|task| super::workspace::TaskWorkspace {
+            task,
+            max: MAX_INLINE_BYTES,
+        });
+    let inputs = Inputs {
+        bodies: &bodies,
+        links: Links::Viewer {
+            run: &run,
+            trial: &trial,
+        },
+        workspace: workspace.as_ref().map(|w| w as &dyn Workspace),
     };
+    let view = trial_view(detail, grade, &inputs);
     Ok(render(
         "trial.html",
-        context! {
-            run => info,
-            p => "",
-            t => detail.clone(),
-            grade,
-            instruction,
-            steps,
-            steps_cut,
-            final_metrics => trajectory.as_ref().map(|t| t["final_metrics"].clone()),
-            agent_info => trajectory.as_ref().map(|t| t["agent"].clone()),
-            trajectory_note,
-            files, logs, answer, usage_doc,
-            timeline => plots::timeline(&detail.summary.phases),
-        },
+        context! { run => info, p => "", ..Value::from_serialize(&view) },
     ))
-}
-
-/// Percent-encodes a path segment (keeping `/` and `:`, which artifact names use).
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/:".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn asset(body: &'static str, mime: &'static str) -> Response {

@@ -1,24 +1,17 @@
 //! The agent's files against the task's workspace: finds the task's folder from the run's plan
-//! (read-only, bounded) and diffs a collected file with the workspace file of the same path.
+//! (read-only, bounded) and reads the workspace file of a collected file's path (the diff is
+//! `presentation::trial_view`'s).
 //! Artifact paths come from the agent: only plain relative paths resolving inside the task's
 //! `workspace/` are ever read.
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::Serialize;
+use crate::presentation::trial_view::{Original, Workspace};
 
 /// Largest task.toml read while looking for a task.
 const MAX_TOML_BYTES: u64 = 1024 * 1024;
 /// Most folders looked at under one suite path.
 const MAX_ENTRIES: usize = 10_000;
-
-/// One line of a unified diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DiffLine {
-    /// `add`, `del`, `eq` or `hunk` (a `@@` header).
-    pub tag: &'static str,
-    pub text: String,
-}
 
 fn task_id_of(dir: &Path) -> Option<String> {
     let toml_path = dir.join("task.toml");
@@ -74,28 +67,24 @@ pub fn original(task: &Path, rel: &str, max: u64) -> Option<String> {
     String::from_utf8(std::fs::read(&file).ok()?).ok()
 }
 
-/// A unified diff (3 lines of context) from `old` to `new`; empty when they are equal.
-pub fn diff(old: &str, new: &str) -> Vec<DiffLine> {
-    let d = similar::TextDiff::from_lines(old, new);
-    let mut out = Vec::new();
-    for hunk in d.unified_diff().context_radius(3).iter_hunks() {
-        out.push(DiffLine {
-            tag: "hunk",
-            text: hunk.header().to_string(),
-        });
-        for change in hunk.iter_changes() {
-            let tag = match change.tag() {
-                similar::ChangeTag::Insert => "add",
-                similar::ChangeTag::Delete => "del",
-                similar::ChangeTag::Equal => "eq",
-            };
-            out.push(DiffLine {
-                tag,
-                text: change.value().trim_end_matches('\n').to_owned(),
-            });
+/// A task's folder, as the trial page compares the agent's files with its workspace (files
+/// over `max` bytes are not compared).
+#[derive(Debug)]
+pub struct TaskWorkspace<'a> {
+    pub task: &'a Path,
+    pub max: u64,
+}
+
+impl Workspace for TaskWorkspace<'_> {
+    /// The workspace's text of `rel`; absent (the agent created the file); or unreadable (too
+    /// big, not UTF-8, not a plain path inside it).
+    fn original(&self, rel: &str) -> Original {
+        match original(self.task, rel, self.max) {
+            Some(text) => Original::Text(text),
+            None if self.task.join("workspace").join(rel).exists() => Original::Unreadable,
+            None => Original::Absent,
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -127,6 +116,14 @@ mod tests {
             assert_eq!(original(&task, bad, 1024), None, "{bad}");
         }
         assert_eq!(original(&task, "sub/a.py", 3), None, "over the size cap");
+        let ws = |max| TaskWorkspace { task: &task, max };
+        assert_eq!(ws(1024).original("sub/b.py"), Original::Absent);
+        assert_eq!(ws(3).original("sub/a.py"), Original::Unreadable);
+        assert_eq!(ws(1024).original("link"), Original::Unreadable);
+        assert_eq!(
+            ws(1024).original("sub/a.py"),
+            Original::Text("x = 1\n".into())
+        );
     }
 
     #[test]
@@ -144,15 +141,5 @@ mod tests {
         let plan = serde_json::json!({"tasks": [task]});
         assert_eq!(task_folder(&plan, "the-id"), Some(task));
         assert_eq!(task_folder(&plan, "other"), None);
-    }
-
-    #[test]
-    fn a_diff_marks_added_and_removed_lines() {
-        let d = diff("a\nb\nc\n", "a\nB\nc\nd\n");
-        let tags: Vec<(&str, &str)> = d.iter().map(|l| (l.tag, l.text.as_str())).collect();
-        assert_eq!(tags[0].0, "hunk");
-        assert!(tags.contains(&("del", "b")) && tags.contains(&("add", "B")));
-        assert!(tags.contains(&("add", "d")) && tags.contains(&("eq", "a")));
-        assert!(diff("same\n", "same\n").is_empty());
     }
 }

@@ -13,6 +13,7 @@ use crate::presentation::summary::failures_by_cause;
 use crate::presentation::table::SUMMARY_LEGEND;
 use crate::presentation::templates::{self, ReportPart};
 use crate::presentation::totals::RunInfo;
+use crate::presentation::trial_view::{Bodies, Inputs, Links, TrialView, trial_view};
 use crate::presentation::trials;
 use crate::store::TrialRow;
 
@@ -63,52 +64,20 @@ fn template_error(e: minijinja::Error) -> FormatError {
 /// table lists every one. Beyond this a report would grow past what a browser opens well.
 pub const HTML_TRIAL_SECTIONS: usize = 500;
 
-/// A stored text as the file blocks of the templates show it (no link: the report is one file).
-fn shown(label: &str, text: Option<&str>, size: u64) -> serde_json::Value {
-    serde_json::json!({
-        "name": label, "label": label, "size": size, "text": text, "cut": false,
-        "url": null, "status": "unknown", "diff": [],
-    })
-}
-
-/// One trial's section: the context the trial page's template takes.
-fn trial_section(t: &TrialRow, extra: Option<&TrialFiles>) -> serde_json::Value {
-    let detail = trials::detail_of_row(t);
-    let trajectory = extra.and_then(|x| x.trajectory.as_ref());
-    let (instruction, steps, steps_cut) =
-        trajectory
-            .map(templates::trajectory_parts)
-            .unwrap_or((None, Vec::new(), false));
-    let files: Vec<serde_json::Value> = detail
-        .artifacts
-        .iter()
-        .filter_map(|a| {
-            a.name
-                .strip_prefix("file:")
-                .map(|path| shown(path, None, a.size))
-        })
-        .collect();
-    let logs: Vec<serde_json::Value> = extra
-        .and_then(|x| x.agent_log.as_deref())
-        .map(|l| vec![shown("agent_log", Some(l), l.len() as u64)])
-        .unwrap_or_default();
-    let answer = extra
-        .and_then(|x| x.answer.as_deref())
-        .map(|a| shown("answer", Some(a), a.len() as u64));
-    serde_json::json!({
-        "grade": t.result.as_ref().and_then(|r| r.grade_report.as_ref()),
-        "instruction": instruction,
-        "steps": steps,
-        "steps_cut": steps_cut,
-        "final_metrics": trajectory.map(|t| &t["final_metrics"]),
-        "agent_info": trajectory.map(|t| &t["agent"]),
-        "trajectory_note": null,
-        "files": files,
-        "logs": logs,
-        "answer": answer,
-        "timeline": plots::timeline(&detail.summary.phases),
-        "t": detail,
-    })
+/// One trial's section: the trial page's view of it, with the stored files the caller read
+/// shown inline (no link: the report is one file; no comparison with the task's workspace).
+fn trial_section(t: &TrialRow, files: Option<&TrialFiles>) -> TrialView {
+    let none = Bodies::new();
+    let inputs = Inputs {
+        bodies: files.unwrap_or(&none),
+        links: Links::None,
+        workspace: None,
+    };
+    trial_view(
+        trials::detail_of_row(t),
+        t.result.as_ref().and_then(|r| r.grade_report.clone()),
+        &inputs,
+    )
 }
 
 /// The trials table of the HTML report: each row converted for the template only when the

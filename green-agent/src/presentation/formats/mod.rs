@@ -13,8 +13,6 @@ pub mod markdown;
 
 use std::io::Write;
 
-use serde::{Deserialize, Serialize};
-
 use super::summary::SummaryRow;
 use crate::store::{RunRow, TrialRow};
 
@@ -42,15 +40,9 @@ pub struct FormatSpec {
     pub writer: fn() -> Box<dyn ReportWriter>,
 }
 
-/// The stored files a detailed trial piece shows (read from the blob store by the caller).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TrialFiles {
-    pub answer: Option<String>,
-    pub trajectory: Option<serde_json::Value>,
-    pub agent_log: Option<String>,
-    /// Paths of the files the agent wrote.
-    pub files: Vec<String>,
-}
+/// The stored files a detailed trial piece shows (read from the blob store by the caller), by
+/// artifact name: what [`super::trial_view`] shows of them.
+pub type TrialFiles = super::trial_view::Bodies;
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
