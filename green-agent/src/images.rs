@@ -1,5 +1,6 @@
 //! Image names of tasks → image references the engine has. Platform images (`python`, `sci`)
-//! come from `sandbox::images`: built offline on first use and cached by recipe hash.
+//! come from `sandbox::images`: built offline on first use and cached by recipe hash; tasks
+//! with `pip_install` get a per-task image on top (`sandbox::images::derived`).
 
 use sandbox::docker::DockerBackend;
 use sandbox::images::ImageProgress;
@@ -31,6 +32,23 @@ pub async fn resolve_for_run(docker: &DockerBackend, name: &str) -> Result<Strin
         ),
         other => other.to_string(),
     })
+}
+
+/// Resolves (building if needed) the per-task image of `packages` on the resolved platform
+/// image `base`: `images: pip download …`, `images: built …` on stderr; reused when it exists.
+pub async fn derive_for_run(
+    docker: &DockerBackend,
+    base: &str,
+    packages: &[String],
+) -> Result<String, String> {
+    sandbox::images::derived::ensure(docker, base, packages, |p| match p {
+        ImageProgress::UpToDate { tag } => {
+            eprintln!("images: {tag} ({}) up to date, reused", packages.join(" "))
+        }
+        other => show(other),
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// The images `which` names, or every recipe when it names none.

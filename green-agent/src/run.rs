@@ -311,20 +311,35 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     let docker = sandbox::docker::DockerBackend::connect()
         .await
         .map_err(RunError::Docker)?;
-    let mut images: BTreeMap<String, String> = BTreeMap::new();
+    // Every task's image before any trial: platform images, then the per-task images of
+    // tasks with `pip_install` (built once per recipe, reused by every trial and later run).
+    let mut images: BTreeMap<ImageKey, String> = BTreeMap::new();
     for t in &loaded {
-        let name = t.environment().image.clone();
-        if images.contains_key(&name) {
+        let key = image_key(t);
+        if images.contains_key(&key) {
             continue;
         }
-        let resolved = crate::images::resolve_for_run(&docker, &name)
-            .await
-            .map_err(|reason| RunError::Image {
-                image: name.clone(),
-                task: t.id().to_owned(),
-                reason,
-            })?;
-        images.insert(name, resolved);
+        let image_err = |reason| RunError::Image {
+            image: key.0.clone(),
+            task: t.id().to_owned(),
+            reason,
+        };
+        let base = match images.get(&(key.0.clone(), Vec::new())) {
+            Some(base) => base.clone(),
+            None => {
+                let base = crate::images::resolve_for_run(&docker, &key.0)
+                    .await
+                    .map_err(image_err)?;
+                images.insert((key.0.clone(), Vec::new()), base.clone());
+                base
+            }
+        };
+        if !key.1.is_empty() {
+            let derived = crate::images::derive_for_run(&docker, &base, &key.1)
+                .await
+                .map_err(image_err)?;
+            images.insert(key, derived);
+        }
     }
     let backend = create_backend(&plan.settings, docker).await?;
     let capacity = backend.capacity().await.map_err(RunError::Docker)?;
@@ -351,10 +366,7 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     let trials = plan_trials(&loaded, &agents, plan.settings.repeats)
         .into_iter()
         .map(|(planned, task, agent)| {
-            let image = images
-                .get(&task.environment().image)
-                .cloned()
-                .unwrap_or_default();
+            let image = images.get(&image_key(&task)).cloned().unwrap_or_default();
             TrialInput {
                 planned,
                 task,
@@ -374,6 +386,18 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         trial_slots: None,
         capacity,
     })
+}
+
+/// A task's image as a run resolves it: the image name and its `pip_install` packages
+/// (sorted; none: the image itself).
+type ImageKey = (String, Vec<String>);
+
+fn image_key(task: &tasks::Task) -> ImageKey {
+    let env = task.environment();
+    (
+        env.image.clone(),
+        sandbox::images::derived::canonical_packages(&env.pip_install),
+    )
 }
 
 /// Fails when a sandbox of some task can never run on any node of the backend (its memory

@@ -2,7 +2,9 @@
 //! machine's own apt sources into a root filesystem tar, imported with Docker's import API and
 //! tagged `research-bench/<name>:<first 12 hex of sha256(recipe)>`, so an unchanged recipe is
 //! never rebuilt. A host-wide `flock` keeps concurrent processes from building the same image
-//! twice.
+//! twice. [`derived`]: per-task images, a platform image plus wheels from PyPI.
+
+pub mod derived;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,9 +22,9 @@ pub const LOCK_PATH: &str = "/var/tmp/research-bench-images.lock";
 /// Where the apt sources handed to mmdebstrap come from (the machine's own).
 pub const HOST_APT_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
 /// Work dirs of builds in `/var/tmp` start with this.
-const BUILD_DIR_PREFIX: &str = "research-bench-image-";
+pub(crate) const BUILD_DIR_PREFIX: &str = "research-bench-image-";
 /// A build that takes longer than this is killed and reported as failed.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Bumped when the build procedure changes in a way the recipe text does not show.
 const BUILD_PROCEDURE: &str = "mmdebstrap-import-v2-norecommends";
 /// Downloaded packages kept between builds (`python` and `sci` share most of theirs).
@@ -226,7 +228,7 @@ fn remove_stale_build_dirs() {
     }
 }
 
-async fn acquire_lock(
+pub(crate) async fn acquire_lock(
     path: &Path,
     progress: &impl Fn(ImageProgress),
 ) -> Result<nix::fcntl::Flock<std::fs::File>, SandboxError> {
@@ -255,7 +257,7 @@ async fn acquire_lock(
     }
 }
 
-fn build_error(tag: &str, step: &str, detail: impl Into<String>) -> SandboxError {
+pub(crate) fn build_error(tag: &str, step: &str, detail: impl Into<String>) -> SandboxError {
     SandboxError::ImageBuild {
         image: tag.to_string(),
         step: step.to_string(),
