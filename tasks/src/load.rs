@@ -471,7 +471,7 @@ impl Checker {
                 self.push(
                     at.clone(),
                     "environment.pip_install",
-                    &format!(
+                    format!(
                         "packages are installed into an image built FROM a platform image, whose Python ({}) their wheels are chosen for; `{}` is not one: use `python` or `sci`, or an image that has the packages and no pip_install",
                         sandbox::images::derived::TARGET_PYTHON,
                         env.image
@@ -480,7 +480,7 @@ impl Checker {
             }
             for p in &env.pip_install {
                 if let Some(problem) = sandbox::images::derived::requirement_problem(p) {
-                    self.push(at.clone(), "environment.pip_install", &problem);
+                    self.push(at.clone(), "environment.pip_install", problem);
                 }
             }
         }

@@ -632,7 +632,9 @@ fn pip_install_is_parsed_and_checked() {
         "task.toml",
         &with("image = \"debian:bookworm\"\npip_install = [\"tabulate\"]\n"),
     );
-    let err = load_task(dir.path()).expect_err("not a platform image").to_string();
+    let err = load_task(dir.path())
+        .expect_err("not a platform image")
+        .to_string();
     assert!(
         err.contains("environment.pip_install") && err.contains("`debian:bookworm` is not one"),
         "{err}"
@@ -646,10 +648,14 @@ fn pip_install_is_parsed_and_checked() {
     let errs = load_task_collecting(dir.path()).expect_err("not requirements");
     let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
     assert!(
-        text.iter().any(|e| e.contains("`git+https://example.org/x.git`")),
+        text.iter()
+            .any(|e| e.contains("`git+https://example.org/x.git`")),
         "{text:?}"
     );
-    assert!(text.iter().any(|e| e.contains("`-e .` is a pip option")), "{text:?}");
+    assert!(
+        text.iter().any(|e| e.contains("`-e .` is a pip option")),
+        "{text:?}"
+    );
 }
 
 #[test]

@@ -20,8 +20,9 @@ async fn judge(Json(body): Json<Value>) -> Json<Value> {
     let user = body["messages"][1]["content"].as_str().unwrap_or_default();
     let csv: Vec<&str> = user.lines().filter(|l| l.contains(" (csv): ")).collect();
     let ok = !csv.is_empty() && csv.iter().all(|l| l.contains(" (csv): pass"));
-    let content = json!({"score": if ok { 1 } else { 0 }, "justification": format!("csv all pass: {ok}")})
-        .to_string();
+    let content =
+        json!({"score": if ok { 1 } else { 0 }, "justification": format!("csv all pass: {ok}")})
+            .to_string();
     Json(
         json!({"choices": [{"message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1}}),
@@ -159,12 +160,10 @@ async fn a_generic_task_with_pip_install_runs_and_grades_in_its_image() {
         "python",
     );
     let toml = dir.join("task.toml");
-    let text = std::fs::read_to_string(&toml)
-        .expect("read")
-        .replace(
-            "image = \"python\"\n",
-            "image = \"python\"\npip_install = [\"tabulate\"]\n",
-        );
+    let text = std::fs::read_to_string(&toml).expect("read").replace(
+        "image = \"python\"\n",
+        "image = \"python\"\npip_install = [\"tabulate\"]\n",
+    );
     std::fs::write(&toml, text).expect("write");
     let results = tempfile::tempdir().expect("tempdir");
     let run_id = format!("e2e-pip-generic-{}", std::process::id());
@@ -201,10 +200,7 @@ async fn a_generic_task_with_pip_install_runs_and_grades_in_its_image() {
         .find(|t| t["agent"] == "oracle")
         .expect("oracle");
     assert_eq!(oracle["score"].as_f64(), Some(1.0), "{oracle}");
-    let cmd = trials
-        .iter()
-        .find(|t| t["agent"] != "oracle")
-        .expect("cmd");
+    let cmd = trials.iter().find(|t| t["agent"] != "oracle").expect("cmd");
     assert_eq!(cmd["outcome"], "completed", "import tabulate ran: {cmd}");
     assert_eq!(leftovers(&run_id).await, 0, "nothing of the run is left");
 }

@@ -119,7 +119,12 @@ fn base_name(base: &str) -> &str {
 
 /// The tag of the image `packages` on the base image `base` (named `base_ref`), with the
 /// host's `pip_version` downloading.
-pub fn derived_tag(base_ref: &str, base_id: &str, packages: &[String], pip_version: &str) -> String {
+pub fn derived_tag(
+    base_ref: &str,
+    base_id: &str,
+    packages: &[String],
+    pip_version: &str,
+) -> String {
     let text = format!(
         "procedure={PROCEDURE}\nbase={base_id}\npackages={}\npip={pip_version}\ntarget=cp{TARGET_PYTHON}/{TARGET_ABI}/manylinux_2_{TARGET_GLIBC_MINOR}_x86_64\n",
         canonical_packages(packages).join("\n  "),
@@ -209,15 +214,25 @@ async fn why_missing(requirement: &str, cwd: &Path) -> String {
         .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
         .unwrap_or(requirement.len());
     let name = &requirement[..name_end];
-    let listed = run_pip(vec!["index".into(), "versions".into(), name.into()], cwd, &|_| {})
-        .await
-        .ok()
-        .filter(|(exit, _, _)| exit.success())
-        .and_then(|(_, lines, _)| lines.first().cloned());
+    let listed = run_pip(
+        vec!["index".into(), "versions".into(), name.into()],
+        cwd,
+        &|_| {},
+    )
+    .await
+    .ok()
+    .filter(|(exit, _, _)| exit.success())
+    .and_then(|(_, lines, _)| lines.first().cloned());
     match listed {
         Some(versions) => format!(
-            "`{requirement}` has no wheel for CPython {TARGET_PYTHON} on manylinux x86_64 (the package index has {}, but as source distributions or wheels for other platforms only); per-task images install wheels only: pin a version that publishes such a wheel, or remove the package",
-            versions.trim()
+            "`{requirement}` has no wheel for CPython {TARGET_PYTHON} on manylinux x86_64 (the package index has `{name}`, latest {}; the versions this requirement allows have source distributions or wheels for other platforms only); per-task images install wheels only: pin a version that publishes such a wheel, or remove the package",
+            versions
+                .trim()
+                .strip_prefix(name)
+                .unwrap_or(versions.trim())
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
         ),
         None => format!(
             "`{requirement}` is not on the package index (no version of `{name}` found); check the name's spelling on pypi.org, or remove it"
@@ -233,6 +248,68 @@ async fn download(
     dest: &Path,
     progress: &impl Fn(ImageProgress),
 ) -> Result<(), SandboxError> {
+    let mut args = download_args(dest);
+    args.push(format!("pip=={pip_version}"));
+    args.extend(packages.iter().cloned());
+    let cwd = dest.parent().unwrap_or(dest);
+    let (exit, lines, stderr) = run_pip(args, cwd, &|l| progress(ImageProgress::Output(l)))
+        .await
+        .map_err(|e| SandboxError::PipPackages {
+            detail: format!("cannot run `{HOST_PYTHON} -m pip download`: {e}"),
+        })?;
+    if exit.success() {
+        return Ok(());
+    }
+    let mut missing = not_found(&stderr);
+    if !missing.is_empty() && packages.len() > 1 {
+        // pip stops at the first requirement it cannot satisfy: ask for each one alone
+        // (without dependencies) so that every package without a wheel is named at once.
+        let alone = cwd.join("alone");
+        let mut each = Vec::new();
+        for p in packages {
+            let mut args = download_args(&alone);
+            args.push("--no-deps".into());
+            args.push(p.clone());
+            if let Ok((exit, _, stderr)) = run_pip(args, cwd, &|_| {}).await
+                && !exit.success()
+            {
+                each.extend(not_found(&stderr));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&alone);
+        if !each.is_empty() {
+            missing = each;
+        }
+    }
+    let detail = if missing.is_empty() {
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        let mut tail: Vec<&str> = tail.into_iter().rev().collect();
+        if tail.is_empty() {
+            tail = lines.iter().rev().take(15).map(String::as_str).collect();
+            tail.reverse();
+        }
+        format!(
+            "`pip download` of {} failed ({exit}); is PyPI reachable from this machine (pip's proxy and index settings)? Its output:\n{}",
+            packages.join(", "),
+            tail.join("\n")
+        )
+    } else {
+        let mut why = Vec::new();
+        for m in &missing {
+            let dependency = if packages.contains(m) {
+                String::new()
+            } else {
+                " (a dependency of the packages asked for)".to_owned()
+            };
+            why.push(format!("{}{dependency}", why_missing(m, cwd).await));
+        }
+        why.join("\n")
+    };
+    Err(SandboxError::PipPackages { detail })
+}
+
+/// `pip download` into `dest`, wheels only, for the images' Python and platform.
+fn download_args(dest: &Path) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "download".into(),
         "--progress-bar".into(),
@@ -251,38 +328,7 @@ async fn download(
         args.push("--platform".into());
         args.push(p);
     }
-    args.push(format!("pip=={pip_version}"));
-    args.extend(packages.iter().cloned());
-    let cwd = dest.parent().unwrap_or(dest);
-    let (exit, lines, stderr) = run_pip(args, cwd, &|l| progress(ImageProgress::Output(l)))
-        .await
-        .map_err(|e| SandboxError::PipPackages {
-            detail: format!("cannot run `{HOST_PYTHON} -m pip download`: {e}"),
-        })?;
-    if exit.success() {
-        return Ok(());
-    }
-    let missing = not_found(&stderr);
-    let detail = if missing.is_empty() {
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        let mut tail: Vec<&str> = tail.into_iter().rev().collect();
-        if tail.is_empty() {
-            tail = lines.iter().rev().take(15).map(String::as_str).collect();
-            tail.reverse();
-        }
-        format!(
-            "`pip download` of {} failed ({exit}); is PyPI reachable from this machine (pip's proxy and index settings)? Its output:\n{}",
-            packages.join(", "),
-            tail.join("\n")
-        )
-    } else {
-        let mut why = Vec::new();
-        for m in &missing {
-            why.push(why_missing(m, cwd).await);
-        }
-        why.join("\n")
-    };
-    Err(SandboxError::PipPackages { detail })
+    args
 }
 
 /// POSIX shell single quoting.
@@ -529,9 +575,24 @@ mod tests {
         );
         assert_eq!(t, same, "order, spaces and duplicates do not matter");
         for other in [
-            derived_tag("research-bench/python:x", "sha256:bb", &pk(&["tabulate", "more-itertools"]), "23.2.1"),
-            derived_tag("research-bench/python:x", "sha256:aa", &pk(&["tabulate"]), "23.2.1"),
-            derived_tag("research-bench/python:x", "sha256:aa", &pk(&["tabulate", "more-itertools"]), "24.0"),
+            derived_tag(
+                "research-bench/python:x",
+                "sha256:bb",
+                &pk(&["tabulate", "more-itertools"]),
+                "23.2.1",
+            ),
+            derived_tag(
+                "research-bench/python:x",
+                "sha256:aa",
+                &pk(&["tabulate"]),
+                "23.2.1",
+            ),
+            derived_tag(
+                "research-bench/python:x",
+                "sha256:aa",
+                &pk(&["tabulate", "more-itertools"]),
+                "24.0",
+            ),
         ] {
             assert_ne!(other.rsplit(':').next(), t.rsplit(':').next());
         }
@@ -545,7 +606,10 @@ mod tests {
         assert!(p.contains(&"manylinux_2_36_x86_64".to_owned()));
         assert!(p.contains(&"manylinux_2_17_x86_64".to_owned()));
         assert!(p.contains(&"manylinux2014_x86_64".to_owned()));
-        assert!(!p.iter().any(|t| t == "linux_x86_64" || t.contains("_2_37_")));
+        assert!(
+            !p.iter()
+                .any(|t| t == "linux_x86_64" || t.contains("_2_37_"))
+        );
     }
 
     #[test]
