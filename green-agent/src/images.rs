@@ -2,6 +2,7 @@
 //! come from `sandbox::images`: built offline on first use and cached by recipe hash. A run
 //! builds the missing ones in the background, all at once ([`ImageBuilds`]): its trials whose
 //! image is there start at once, the others wait for their own image only.
+//! Tasks with `pip_install` get a per-task image on top (`sandbox::images::derived`).
 
 use std::collections::BTreeMap;
 
@@ -168,6 +169,23 @@ pub async fn start_for_run(
         resolved.insert(name.to_owned(), reference);
     }
     Ok((resolved, ImageBuilds::new(started)))
+}
+
+/// Resolves (building if needed) the per-task image of `packages` on the resolved platform
+/// image `base`: `images: pip download …`, `images: built …` on stderr; reused when it exists.
+pub async fn derive_for_run(
+    docker: &DockerBackend,
+    base: &str,
+    packages: &[String],
+) -> Result<String, String> {
+    sandbox::images::derived::ensure(docker, base, packages, |p| match p {
+        ImageProgress::UpToDate { tag } => {
+            eprintln!("images: {tag} ({}) up to date, reused", packages.join(" "))
+        }
+        other => show(other),
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// The images `which` names, or every recipe when it names none.

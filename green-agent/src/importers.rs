@@ -159,6 +159,36 @@ impl ImportSummary {
     }
 }
 
+/// Builds (or finds) the per-task image of every imported task that has `pip_install`
+/// packages; Docker is connected on first need.
+async fn check_task_images(
+    dirs: &[PathBuf],
+    docker: &mut Option<sandbox::docker::DockerBackend>,
+) -> Result<(), String> {
+    for dir in dirs {
+        let task = tasks::load_task(dir).map_err(|e| e.to_string())?;
+        let env = task.environment();
+        if env.pip_install.is_empty() {
+            continue;
+        }
+        let engine = match docker {
+            Some(d) => d,
+            None => docker.insert(sandbox::docker::DockerBackend::connect().await.map_err(
+                |e| {
+                    format!(
+                        "pip_install needs Docker to build the task's image ({e}); start Docker and import again"
+                    )
+                },
+            )?),
+        };
+        let base = crate::images::resolve_for_run(engine, &env.image).await?;
+        crate::images::derive_for_run(engine, &base, &env.pip_install)
+            .await
+            .map_err(|e| format!("the task's image: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Imports tasks of `kind` from `src` into `dest`.
 pub async fn import(
     kind: &str,
@@ -212,17 +242,32 @@ pub async fn import(
     }
     if kind == ImportKind::Prbench {
         // A folder of tasks: every task's result (the failed ones in the summary table).
+        // A task with `pip_install` packages is checked by building its per-task image (once:
+        // runs reuse it); a package without a wheel fails the task here, not a run.
         let mut summary = ImportSummary::default();
+        let mut docker = None;
         for t in tasks::import::prbench::import_all(src, dest) {
-            match t.result {
+            let name = t.source.file_name().map_or_else(
+                || t.source.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let checked = match t.result {
+                Ok(dirs) => match check_task_images(&dirs, &mut docker).await {
+                    Ok(()) => Ok(dirs),
+                    Err(e) => {
+                        for d in &dirs {
+                            let _ = std::fs::remove_dir_all(d);
+                        }
+                        Err(e)
+                    }
+                },
+                Err(err) => Err(err.to_string()),
+            };
+            match checked {
                 Ok(dirs) => summary.written.extend(dirs),
-                Err(err) => summary.failed.push(ProblemFailure::import_failed(
-                    &t.source.file_name().map_or_else(
-                        || t.source.display().to_string(),
-                        |n| n.to_string_lossy().into_owned(),
-                    ),
-                    err.to_string(),
-                )),
+                Err(cause) => summary
+                    .failed
+                    .push(ProblemFailure::import_failed(&name, cause)),
             }
         }
         if summary.written.is_empty()

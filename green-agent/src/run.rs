@@ -319,7 +319,7 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         .iter()
         .map(|t| t.environment().image.clone())
         .collect();
-    let (images, image_builds) = crate::images::start_for_run(&docker, &names)
+    let (platform, image_builds) = crate::images::start_for_run(&docker, &names)
         .await
         .map_err(|(image, reason)| RunError::Image {
             task: loaded
@@ -330,6 +330,32 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
             image,
             reason,
         })?;
+    // The per-task images of tasks with `pip_install` are built before any trial, on their
+    // platform image (built once per recipe, reused by every trial and later run).
+    let mut images: BTreeMap<ImageKey, String> = platform
+        .iter()
+        .map(|(name, reference)| ((name.clone(), Vec::new()), reference.clone()))
+        .collect();
+    for t in &loaded {
+        let key = image_key(t);
+        if images.contains_key(&key) {
+            continue;
+        }
+        let image_err = |reason| RunError::Image {
+            image: key.0.clone(),
+            task: t.id().to_owned(),
+            reason,
+        };
+        let base = images
+            .get(&(key.0.clone(), Vec::new()))
+            .cloned()
+            .unwrap_or_default();
+        image_builds.ready(&base).await.map_err(image_err)?;
+        let derived = crate::images::derive_for_run(&docker, &base, &key.1)
+            .await
+            .map_err(image_err)?;
+        images.insert(key, derived);
+    }
     let backend = create_backend(&plan.settings, docker).await?;
     let capacity = backend.capacity().await.map_err(RunError::Docker)?;
     check_capacity(
@@ -355,10 +381,7 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
     let trials = plan_trials(&loaded, &agents, plan.settings.repeats)
         .into_iter()
         .map(|(planned, task, agent)| {
-            let image = images
-                .get(&task.environment().image)
-                .cloned()
-                .unwrap_or_default();
+            let image = images.get(&image_key(&task)).cloned().unwrap_or_default();
             TrialInput {
                 planned,
                 task,
@@ -379,6 +402,18 @@ pub async fn prepare(plan: Plan, env: &BTreeMap<String, String>) -> Result<Prepa
         capacity,
         image_builds,
     })
+}
+
+/// A task's image as a run resolves it: the image name and its `pip_install` packages
+/// (sorted; none: the image itself).
+type ImageKey = (String, Vec<String>);
+
+fn image_key(task: &tasks::Task) -> ImageKey {
+    let env = task.environment();
+    (
+        env.image.clone(),
+        sandbox::images::derived::canonical_packages(&env.pip_install),
+    )
 }
 
 /// Fails when a sandbox of some task can never run on any node of the backend (its memory

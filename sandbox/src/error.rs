@@ -97,6 +97,10 @@ pub enum SandboxError {
         step: String,
         detail: String,
     },
+    /// The Python packages of a per-task image cannot be had or installed
+    /// ([`crate::images::derived`]); `detail` names the package and the fix.
+    #[error("pip_install: {detail}")]
+    PipPackages { detail: String },
     /// An image could not be copied to another engine ([`crate::distribute`]).
     #[error("copying image `{image}` to {to} failed: {detail}")]
     ImageTransfer {

@@ -4,6 +4,9 @@
 //! never rebuilt. A host-wide `flock` per recipe keeps concurrent processes from building the
 //! same image twice; different recipes build at the same time (they share the downloaded
 //! packages, which each build publishes file by file with a rename).
+//! [`derived`]: per-task images, a platform image plus wheels from PyPI.
+
+pub mod derived;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,9 +24,9 @@ const LOCK_PREFIX: &str = "/var/tmp/research-bench-images-";
 /// Where the apt sources handed to mmdebstrap come from (the machine's own).
 pub const HOST_APT_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
 /// Work dirs of builds in `/var/tmp` start with this, then the recipe's name and `-`.
-const BUILD_DIR_PREFIX: &str = "research-bench-image-";
+pub(crate) const BUILD_DIR_PREFIX: &str = "research-bench-image-";
 /// A build that takes longer than this is killed and reported as failed.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Bumped when the build procedure changes in a way the recipe text does not show.
 const BUILD_PROCEDURE: &str = "mmdebstrap-import-v2-norecommends";
 /// Downloaded packages kept between builds (`python` and `sci` share most of theirs).
@@ -212,12 +215,12 @@ pub async fn ensure_named(
 }
 
 /// The build lock of the recipe called `name`.
-fn lock_path(name: &str) -> PathBuf {
+pub(crate) fn lock_path(name: &str) -> PathBuf {
     PathBuf::from(format!("{LOCK_PREFIX}{name}.lock"))
 }
 
 /// What the work dirs of the recipe called `name` start with.
-fn build_dir_prefix(name: &str) -> String {
+pub(crate) fn build_dir_prefix(name: &str) -> String {
     format!("{BUILD_DIR_PREFIX}{name}-")
 }
 
@@ -235,7 +238,7 @@ fn remove_stale_build_dirs(prefix: &str) {
     }
 }
 
-async fn acquire_lock(
+pub(crate) async fn acquire_lock(
     path: &Path,
     progress: &impl Fn(ImageProgress),
 ) -> Result<nix::fcntl::Flock<std::fs::File>, SandboxError> {
@@ -264,7 +267,7 @@ async fn acquire_lock(
     }
 }
 
-fn build_error(tag: &str, step: &str, detail: impl Into<String>) -> SandboxError {
+pub(crate) fn build_error(tag: &str, step: &str, detail: impl Into<String>) -> SandboxError {
     SandboxError::ImageBuild {
         image: tag.to_string(),
         step: step.to_string(),

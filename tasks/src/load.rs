@@ -462,6 +462,28 @@ impl Checker {
                 self.push(at, &format!("environment.{key}"), message);
             }
         }
+        if !env.pip_install.is_empty() {
+            let at = span
+                .as_ref()
+                .and_then(|s| self.find_key("pip_install", &(s.start..self.source.len())))
+                .or(span.clone());
+            if sandbox::images::recipe(env.image.trim()).is_none() {
+                self.push(
+                    at.clone(),
+                    "environment.pip_install",
+                    format!(
+                        "packages are installed into an image built FROM a platform image, whose Python ({}) their wheels are chosen for; `{}` is not one: use `python` or `sci`, or an image that has the packages and no pip_install",
+                        sandbox::images::derived::TARGET_PYTHON,
+                        env.image
+                    ),
+                );
+            }
+            for p in &env.pip_install {
+                if let Some(problem) = sandbox::images::derived::requirement_problem(p) {
+                    self.push(at.clone(), "environment.pip_install", problem);
+                }
+            }
+        }
     }
 
     fn check_stages(&mut self, stages: &[StageFile], private: &[PathBuf]) -> Option<Vec<Stage>> {

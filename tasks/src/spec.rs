@@ -14,6 +14,7 @@
 //! agent_timeout_secs = 900
 //! grading_timeout_secs = 300
 //! network = "model_proxy"             # or "none"
+//! pip_install = ["tabulate==0.9.0"]   # PyPI packages: a per-task image FROM `image` (python/sci)
 //!
 //! [constraints]
 //! forbidden_modules = ["numpy.fft"]
@@ -120,6 +121,12 @@ pub struct Environment {
     pub grading_timeout_secs: u64,
     #[serde(default)]
     pub network: NetworkAccess,
+    /// Python packages from PyPI (`name` or `name<specifier>`) the task needs beyond the
+    /// image: both the agent's and the grading container then run a per-task image built
+    /// `FROM` the platform image `image` (`sandbox::images::derived`), once per run before any
+    /// trial, cached by (base image, packages, pip version).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pip_install: Vec<String>,
 }
 
 impl Default for Environment {
@@ -131,6 +138,7 @@ impl Default for Environment {
             agent_timeout_secs: default_agent_timeout(),
             grading_timeout_secs: default_grading_timeout(),
             network: NetworkAccess::default(),
+            pip_install: Vec::new(),
         }
     }
 }

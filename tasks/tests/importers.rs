@@ -19,6 +19,41 @@ fn shared() -> PathBuf {
     bench_data::dir()
 }
 
+/// `docker.pip_install`: what the platform image has (numpy) is not installed again; the rest
+/// becomes the task's `environment.pip_install` (a per-task image), written to task.toml and
+/// read back by the loader.
+#[test]
+fn prbench_pip_install_becomes_the_tasks_extra_packages() {
+    let dest = tempfile::tempdir().expect("tempdir");
+    let dirs =
+        prbench::import(&fixtures().join("prbench_pip/table-format"), dest.path()).expect("import");
+    let task = load_task(&dirs[0]).expect("validates");
+    assert_eq!(task.environment().image, "python");
+    assert_eq!(task.environment().pip_install, ["tabulate"]);
+    let toml = std::fs::read_to_string(dirs[0].join("task.toml")).expect("task.toml");
+    assert!(toml.contains("pip_install = [\"tabulate\"]"), "{toml}");
+    // Tasks without extra packages keep no key.
+    let plain = prbench::import(
+        &fixtures().join("prbench/decay-chain"),
+        &dest.path().join("p"),
+    )
+    .expect("import");
+    let toml = std::fs::read_to_string(plain[0].join("task.toml")).expect("task.toml");
+    let environment = toml
+        .split("[environment]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("an [environment] table");
+    assert!(!environment.contains("pip_install"), "{toml}");
+    assert!(
+        load_task(&plain[0])
+            .expect("loads")
+            .environment()
+            .pip_install
+            .is_empty()
+    );
+}
+
 /// Our fixtures in PRBench's published format: several CSVs with reference code (an oracle
 /// that runs it in its own layout) and a code-only variant with its own suffix, outputs and
 /// weights; the ground truth held out; CRLF read as text.
@@ -474,15 +509,20 @@ fn bad_sources_fail_with_clear_messages() {
             .contains("paper.paper_file `paper.md` does not exist"),
         "{err}"
     );
-    // A package the platform image lacks is named.
+    // A pip_install entry that is not a PyPI requirement (an option, a URL) is named.
     copy(&fixtures().join("prbench/hello-ones"), &src);
     let yaml = src.join("task.yaml");
-    let text = std::fs::read_to_string(&yaml)
-        .expect("read")
-        .replace("pip_install: []", "pip_install: [tenpy, numpy]");
+    let text = std::fs::read_to_string(&yaml).expect("read").replace(
+        "pip_install: []",
+        "pip_install: [numpy, \"--index-url=http://x\"]",
+    );
     std::fs::write(&yaml, text).expect("write");
     let err = prbench::import(&src, &dest).expect_err("package");
-    assert!(err.to_string().contains("`tenpy`"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("docker.pip_install: `--index-url=http://x` is a pip option"),
+        "{err}"
+    );
     std::fs::create_dir_all(&dest).expect("dest");
     assert!(dest.is_dir(), "the import had started");
 

@@ -607,6 +607,57 @@ fn numbers_out_of_range_name_the_allowed_range() {
     assert_cases(&cases);
 }
 
+/// `environment.pip_install`: parsed as a list of PyPI requirements; refused on an image that
+/// is not a platform image (the wheels are chosen for its Python) and for entries that are
+/// not plain requirements, each named.
+#[test]
+fn pip_install_is_parsed_and_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    good_task(dir.path());
+    let with = |env: &str| GOOD_TOML.replace("image = \"python\"\n", env);
+    write(
+        dir.path(),
+        "task.toml",
+        &with("image = \"sci\"\npip_install = [\"tabulate==0.9.0\", \"more-itertools\"]\n"),
+    );
+    let task = load_task(dir.path()).expect("loads");
+    assert_eq!(task.environment().image, "sci");
+    assert_eq!(
+        task.environment().pip_install,
+        ["tabulate==0.9.0", "more-itertools"]
+    );
+
+    write(
+        dir.path(),
+        "task.toml",
+        &with("image = \"debian:bookworm\"\npip_install = [\"tabulate\"]\n"),
+    );
+    let err = load_task(dir.path())
+        .expect_err("not a platform image")
+        .to_string();
+    assert!(
+        err.contains("environment.pip_install") && err.contains("`debian:bookworm` is not one"),
+        "{err}"
+    );
+
+    write(
+        dir.path(),
+        "task.toml",
+        &with("image = \"python\"\npip_install = [\"git+https://example.org/x.git\", \"-e .\"]\n"),
+    );
+    let errs = load_task_collecting(dir.path()).expect_err("not requirements");
+    let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|e| e.contains("`git+https://example.org/x.git`")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|e| e.contains("`-e .` is a pip option")),
+        "{text:?}"
+    );
+}
+
 #[test]
 fn a_suite_reports_every_bad_task_and_duplicate_ids() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -26,8 +26,9 @@
 //!   there; other tasks have no reference solution (`no_reference`);
 //! - `docker.image` `python:3.*` is the platform's `python` image (Debian's Python 3.11 with
 //!   numpy, scipy, pandas, matplotlib, pytest); `memory_limit` and `timeout` are honoured;
-//!   `pip_install` packages the image lacks are refused by name (per-task images from PyPI are
-//!   not built yet).
+//!   `pip_install` packages the image lacks become `environment.pip_install`: a per-task image
+//!   built from PyPI wheels (`sandbox::images::derived`; `green-agent tasks import` builds it
+//!   once to check that every package has a wheel, and a run builds or reuses it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -493,32 +494,20 @@ fn environment(yaml: &Path, spec: &TaskYaml) -> Result<Environment, ImportError>
         }
         environment.image = "python".into();
     }
-    let missing: Vec<&String> = spec
-        .docker
-        .pip_install
-        .iter()
-        .filter(|p| {
-            let name = p
-                .split(|c: char| "<>=!~[; ".contains(c))
-                .next()
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            !PLATFORM_PACKAGES.contains(&name.as_str())
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Err(source_err(
-            yaml,
-            format!(
-                "docker.pip_install: {} not in the platform image (it has {}); per-task images from PyPI are not built yet: remove them or use a task image that has them",
-                missing
-                    .iter()
-                    .map(|p| format!("`{p}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                PLATFORM_PACKAGES.join(", ")
-            ),
-        ));
+    // What the platform image has is not installed again; the rest is the task's own image
+    // (`environment.pip_install`: a per-task image built from PyPI wheels before a run).
+    for p in &spec.docker.pip_install {
+        if let Some(problem) = sandbox::images::derived::requirement_problem(p) {
+            return Err(source_err(yaml, format!("docker.pip_install: {problem}")));
+        }
+        let name = p
+            .split(|c: char| "<>=!~[; ".contains(c))
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !PLATFORM_PACKAGES.contains(&name.as_str()) && !environment.pip_install.contains(p) {
+            environment.pip_install.push(p.trim().to_owned());
+        }
     }
     if let Some(memory) = &spec.docker.memory_limit {
         environment.memory_mb = memory_mb(memory).ok_or_else(|| {
