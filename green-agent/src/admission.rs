@@ -496,8 +496,9 @@ mod tests {
             set.spawn(async move {
                 let turn = order.turn(i).await;
                 let _slot = slots.acquire_owned().await.expect("slot");
-                drop(turn);
+                // recorded while the turn is held: the next trial cannot take a slot before
                 started.lock().expect("lock").push(i);
+                drop(turn);
                 let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(20)).await;
