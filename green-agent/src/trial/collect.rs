@@ -1,6 +1,6 @@
 //! Phase 4, collect: a hosted agent's sandbox is frozen and its workspace copied out (the
 //! authoritative output, also after a kill), with its log; then the A2A artifacts of either
-//! side. The pipeline removes the agent's sandbox right after (once the collected outputs are
+//! side; for a task in turns, each turn's copy of the kept file (`turns`). The pipeline removes the agent's sandbox right after (once the collected outputs are
 //! checkpointed): nothing held-out is touched before that.
 
 use std::time::Duration;
@@ -12,6 +12,7 @@ use super::env::{InfraError, RunEnv, TrialInput, io};
 use super::outputs::{UrlSource, collect_a2a_artifacts, collect_changed_files, put_artifact};
 use super::prepare::Prepared;
 use super::side::AgentSide;
+use super::turns;
 use crate::model::Outcome;
 use white_agent_adapter::contract::paths::WORKSPACE;
 
@@ -62,6 +63,15 @@ pub(crate) async fn collect(
             // The pipeline removes the agent container once what was collected is stored,
             // before grading touches any held-out file.
         }
+    }
+    if let Some(t) = input.task.turns() {
+        turns::stage_snapshots(
+            env,
+            &run.turns,
+            &t.kept_file,
+            &prep.outputs_dir,
+            &mut out.artifacts,
+        )?;
     }
     Ok(out)
 }
