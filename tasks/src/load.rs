@@ -477,12 +477,10 @@ impl Checker {
             self.push(span, "turns.timeout_secs", message);
             ok = false;
         }
-        ok.then(|| {
-            Some(crate::Turns {
-                kept_file,
-                timeout_secs: t.timeout_secs,
-            })
-        })
+        ok.then_some(Some(crate::Turns {
+            kept_file,
+            timeout_secs: t.timeout_secs,
+        }))
     }
 
     fn check_environment(&mut self, file: &TaskFile) {
