@@ -2,9 +2,11 @@
 //! steps, and main problems solved (a problem counts when every one of its steps passes).
 //!
 //! Both protocols are tallied the same way. A whole-problem task grades every step of its
-//! problem in one trial; a step-by-step task grades one step. Each task says which problem it
+//! problem in one trial with one grader; a step-by-step task too, its steps delivered in turns
+//! and graded by one grader per step (each on its turn's code). Each task says which problem it
 //! belongs to, the problem's tested steps and the steps it grades (from its metadata); a trial
-//! reports its steps in the `scicode_steps` grader's data (`steps[].status`). A step counts
+//! reports its steps in its `scicode_steps` graders' data (`steps[].status`, the graders'
+//! lists together). A step counts
 //! once per (agent, repeat): passed when a trial that grades it reports `pass`. A planned trial
 //! without a grade (an error, no reference solution) passes nothing: its steps stay in the
 //! totals, never leave them.
@@ -17,7 +19,8 @@ pub struct TaskSteps {
     pub problem_id: String,
     /// Every tested step of the problem.
     pub problem_steps: Vec<String>,
-    /// The steps this task grades (all of them, or one in the step-by-step protocol).
+    /// The steps this task grades (all of them; one in step-by-step tasks imported one per
+    /// step, as before the protocol delivered them in turns).
     pub graded: Vec<String>,
 }
 
@@ -27,7 +30,8 @@ pub struct TrialSteps<'a> {
     pub task_id: &'a str,
     pub agent: &'a str,
     pub repeat: u32,
-    /// The `scicode_steps` grader's data, when the trial was graded.
+    /// The `scicode_steps` graders' data (`{"steps": [...]}`, every grader's steps together),
+    /// when the trial was graded.
     pub data: Option<&'a serde_json::Value>,
 }
 

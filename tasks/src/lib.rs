@@ -14,6 +14,7 @@ mod paths;
 pub mod spec;
 mod suite;
 mod task;
+pub mod turns;
 
 pub use error::{Location, SuiteError, TaskError};
 pub use load::{TASK_FILE, load_task, load_task_collecting};
@@ -25,3 +26,4 @@ pub const IMPORT_NOTES_KEY: &str = "import_notes";
 pub use task::{
     AgentView, HeldOut, OracleSolution, SOLVE_SCRIPT, Stage, Task, Workspace, WorkspaceFile,
 };
+pub use turns::Turns;

@@ -328,6 +328,7 @@ impl Checker {
 
         self.check_environment(&file);
         let stages = self.check_stages(&file.stages, &private);
+        let turns = self.check_turns(&file);
         self.check_grading(&file.grading, hidden_dir.as_deref());
         self.check_symlinks(workspace_dir.as_deref());
 
@@ -350,6 +351,7 @@ impl Checker {
             environment: file.environment,
             constraints: file.constraints,
             stages: stages?,
+            turns: turns?,
             metadata: file.metadata,
             grading: file.grading.into_inner(),
             content_hash,
@@ -429,6 +431,56 @@ impl Checker {
                 None
             }
         }
+    }
+
+    /// `[turns]`: at least one stage, stage ids that can name a folder, a relative kept file,
+    /// a turn budget in bounds. `None` when something is wrong.
+    fn check_turns(&mut self, file: &TaskFile) -> Option<Option<crate::Turns>> {
+        let Some(turns) = &file.turns else {
+            return Some(None);
+        };
+        let span = Some(turns.span());
+        let t = turns.get_ref();
+        let mut ok = true;
+        if file.stages.is_empty() {
+            self.push(
+                span.clone(),
+                "turns",
+                "`[turns]` sends the stages one per turn, and the task has no `[[stages]]`",
+            );
+            ok = false;
+        }
+        for (i, stage) in file.stages.iter().enumerate() {
+            if !crate::turns::usable_stage_id(stage.id.get_ref()) {
+                self.push(
+                    Some(stage.id.span()),
+                    &format!("stages[{i}].id"),
+                    "with `[turns]` a stage id names a folder of the graded outputs: use only \
+                     letters, digits, `.`, `_` and `-`",
+                );
+                ok = false;
+            }
+        }
+        let kept_file = match normalize_relative(&t.kept_file) {
+            Ok(path) => relative_slash(&path, Path::new("")),
+            Err(problem) => {
+                self.push(
+                    span.clone(),
+                    "turns.kept_file",
+                    problem.describe(&t.kept_file, "/workspace"),
+                );
+                ok = false;
+                String::new()
+            }
+        };
+        if let Some(message) = t.timeout_secs.and_then(|s| bounds::TIMEOUT_SECS.outside(s)) {
+            self.push(span, "turns.timeout_secs", message);
+            ok = false;
+        }
+        ok.then_some(Some(crate::Turns {
+            kept_file,
+            timeout_secs: t.timeout_secs,
+        }))
     }
 
     fn check_environment(&mut self, file: &TaskFile) {

@@ -25,6 +25,10 @@
 //! prompt = "Write f(x)."               # or prompt_file = "stages/1.md"
 //! depends_on = []
 //!
+//! [turns]                             # optional: the stages are sent one per turn (crate::turns)
+//! kept_file = "solution.py"           # shown in later turns' prompts, kept per turn for grading
+//! timeout_secs = 1800                 # each turn's budget (the trial's stays agent_timeout_secs)
+//!
 //! [grading]                           # `rubrics::GradingSpec`
 //! ```
 //! Folders default to `workspace/` (agent-visible), `hidden/` (held out, graders only) and
@@ -173,6 +177,19 @@ pub struct StageFile {
     pub depends_on: Vec<Spanned<String>>,
 }
 
+/// `[turns]`: the stages are delivered one per turn, in order, in one conversation; each turn's
+/// prompt may show the agent's own `kept_file` as the previous turn left it (see
+/// [`crate::turns`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnsFile {
+    /// The workspace file (relative to `/workspace`) shown in later prompts and kept per turn.
+    pub kept_file: String,
+    /// Each turn's wall-clock budget; the whole trial keeps `environment.agent_timeout_secs`.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
 /// `task.toml` as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,6 +213,8 @@ pub struct TaskFile {
     pub constraints: Constraints,
     #[serde(default)]
     pub stages: Vec<StageFile>,
+    #[serde(default)]
+    pub turns: Option<Spanned<TurnsFile>>,
     /// Free-form provenance (source benchmark, upstream id, import options).
     #[serde(default)]
     pub metadata: BTreeMap<String, toml::Value>,

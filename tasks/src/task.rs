@@ -37,6 +37,8 @@ pub struct Task {
     pub(crate) constraints: Constraints,
     /// In dependency order (stable with respect to the file's order).
     pub(crate) stages: Vec<Stage>,
+    /// `[turns]`: the stages are sent one per turn.
+    pub(crate) turns: Option<crate::Turns>,
     pub(crate) metadata: BTreeMap<String, toml::Value>,
     pub(crate) grading: rubrics::GradingSpec,
     pub(crate) content_hash: String,
@@ -67,6 +69,11 @@ impl Task {
     /// Stages in the order they are presented (dependencies first).
     pub fn stages(&self) -> &[Stage] {
         &self.stages
+    }
+
+    /// `[turns]`: the stages are sent one per turn ([`crate::turns`]).
+    pub fn turns(&self) -> Option<&crate::Turns> {
+        self.turns.as_ref()
     }
 
     /// Free-form provenance from `[metadata]`.
@@ -121,6 +128,7 @@ impl Task {
                 constraints: &self.constraints,
             }),
             stages: self.stages.clone(),
+            turns: self.turns.clone(),
             workspace: Workspace {
                 dir: self.workspace_dir.clone(),
             },
@@ -156,6 +164,8 @@ pub struct AgentView {
     /// The instruction with stages, attachments, expected outputs and constraints rendered.
     pub instruction: String,
     pub stages: Vec<Stage>,
+    /// `[turns]`: the stages are sent one per turn ([`crate::turns::prompt`]).
+    pub turns: Option<crate::Turns>,
     pub workspace: Workspace,
     /// Attached files (e.g. the paper), relative to the workspace.
     pub attachments: Vec<String>,

@@ -683,3 +683,40 @@ fn a_suite_reports_every_bad_task_and_duplicate_ids() {
     let err = load_suite(&[empty.path().to_path_buf()]).expect_err("empty");
     assert!(err.to_string().contains("no task found"), "{err}");
 }
+
+/// `[turns]`: loaded with the stages in order; refused without stages, with a stage id that
+/// cannot name a folder, or with a kept file outside the workspace.
+#[test]
+fn turns_need_stages_usable_ids_and_a_workspace_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    good_task(dir.path());
+    let with_turns = GOOD_TOML.replace(
+        "[grading]\n",
+        "[turns]\nkept_file = \"out.txt\"\ntimeout_secs = 60\n\n[grading]\n",
+    );
+    write(dir.path(), "task.toml", &with_turns);
+    let task = load_task(dir.path()).expect("loads");
+    let turns = task.turns().expect("turns");
+    assert_eq!(turns.kept_file, "out.txt");
+    assert_eq!(turns.timeout_secs, Some(60));
+    assert_eq!(task.agent_view().turns.as_ref(), Some(turns));
+
+    let bad = [
+        (
+            with_turns.replace("[[stages]]\nid = \"b\"\nprompt = \"second\"\ndepends_on = [\"a\"]\n\n[[stages]]\nid = \"a\"\nprompt_file = \"stage_a.md\"\n", ""),
+            "no `[[stages]]`",
+        ),
+        (with_turns.replace("id = \"b\"", "id = \"b/c\"").replace("[\"a\"]", "[]"), "names a folder"),
+        (with_turns.replace("kept_file = \"out.txt\"", "kept_file = \"../x\""), "turns.kept_file"),
+        (with_turns.replace("timeout_secs = 60", "timeout_secs = 0"), "turns.timeout_secs"),
+    ];
+    for (toml, expected) in bad {
+        write(dir.path(), "task.toml", &toml);
+        let errors = load_task_collecting(dir.path()).expect_err(expected);
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|e| e.contains(expected)),
+            "{expected}: {text:?}"
+        );
+    }
+}

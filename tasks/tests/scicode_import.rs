@@ -91,8 +91,9 @@ async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_
     assert_eq!(report.steps[0].step_id, "38.1");
     assert_eq!(report.steps[0].passed, 0, "{report:?}");
 
-    // Step by step (upstream's main setting): one task per step, its prompt and `solution.py`
-    // carrying the code of the steps before it; only that step is graded.
+    // Step by step (upstream's main setting): one task per problem, a turn per step, each
+    // prompt showing the agent's own code (filled in by the green agent), each step graded on
+    // its turn's copy of `solution.py`.
     let step_dest = tempfile::tempdir().expect("tempdir");
     let mut step_options = options.clone();
     step_options.protocol = Protocol::StepByStep;
@@ -101,53 +102,38 @@ async fn shared_data_imported_scicode_gold_passes_every_step_and_a_wrong_answer_
     let dirs = scicode::import(&problems(), step_dest.path(), &step_options, &backend)
         .await
         .expect("step-by-step import");
-    let ids: Vec<String> = dirs
-        .iter()
-        .map(|d| d.file_name().expect("name").to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(ids, ["scicode-29.1", "scicode-29.2", "scicode-29.3"]);
-    let task = load_task(&dirs[2]).expect("validates");
-    let view = task.agent_view();
-    assert!(
-        view.instruction.contains("Background"),
-        "background included"
+    assert_eq!(dirs.len(), 1);
+    assert!(dirs[0].ends_with("scicode-29"));
+    let task = load_task(&dirs[0]).expect("validates");
+    assert_eq!(
+        task.turns().map(|t| t.kept_file.as_str()),
+        Some("solution.py")
     );
+    let stages: Vec<&str> = task.stages().iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(stages, ["29.1", "29.2", "29.3"]);
+    let last = &task.stages()[2].prompt;
+    assert!(last.contains("Background"), "background included");
     assert!(
-        view.instruction.contains("def normalize")
-            && view.instruction.contains("def inner_product"),
-        "the prompt carries the earlier steps' code:\n{}",
-        view.instruction
+        last.contains(tasks::turns::KEPT_TOKEN) && !last.contains("def normalize"),
+        "the prompt shows the agent's own code, never the gold code:\n{last}"
     );
-    assert!(task.stages().is_empty());
     assert_eq!(task.metadata()["protocol"].as_str(), Some("step-by-step"));
-    let given = std::fs::read_to_string(dirs[2].join("workspace/solution.py")).expect("given code");
-    assert!(given.contains("def normalize") && !given.contains("def orthogonalize"));
-    let cases: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dirs[2].join("hidden").join(scicode::CASES_FILE)).expect("cases"),
-    )
-    .expect("parse");
-    assert_eq!(cases["steps"].as_array().map(Vec::len), Some(1));
-    assert_eq!(cases["steps"][0]["step_id"], "29.3");
-    let problem_steps = task.metadata()["problem_steps"]
-        .as_array()
-        .expect("problem_steps");
-    assert_eq!(problem_steps.len(), 3);
-    assert_eq!(task.metadata()["step_id"].as_str(), Some("29.3"));
+    assert_eq!(task.grading().graders.len(), 3);
     let first = std::fs::read_to_string(dirs[0].join("workspace/solution.py")).expect("first");
     assert!(
         !first.contains("def "),
         "step 1 starts from the dependencies alone:\n{first}"
     );
-    let oracle = dirs[2].join("solution/solution.py");
     let report = scicode::check_in_sandbox(
         &backend,
         &options,
-        &dirs[2].join("hidden").join(scicode::CASES_FILE),
-        &oracle,
+        &dirs[0].join("hidden/scicode_cases_29.3.json"),
+        &dirs[0].join("solution/turn-3.py"),
     )
     .await
-    .expect("check the step's oracle");
+    .expect("check the oracle's last turn");
     assert!(report.passed, "{report:?}");
+    assert_eq!(report.steps.len(), 1);
 
     let leftover = backend.reap(Some(&run_id)).await.expect("reap");
     assert_eq!(leftover, 0, "the importer removes its sandboxes");

@@ -1,7 +1,7 @@
 //! SciCode's scored example: the dev problems (`../shared/benchmarks/scicode/problems_dev.jsonl`)
 //! imported in both protocols, `whole-problem` (one agent run writes every step) and
-//! `step-by-step` (upstream's main setting: one task per step, its prompt carrying the code of
-//! the steps before it), then graded with the `oracle` agent (it submits the gold code) and
+//! `step-by-step` (upstream's main setting: the steps one per turn, each prompt showing the
+//! agent's own code for the steps before it, each step graded on its turn's code), then graded with the `oracle` agent (it submits the gold code) and
 //! `nop`. Scored as upstream reports SciCode (`rubrics::scicode_score`): steps passed of all
 //! tested steps, main problems solved (every step passed). Gold scores every step and every
 //! problem in both protocols, nop none.
@@ -35,11 +35,8 @@ async fn import_and_score(protocol: &str) -> Vec<ScicodeScore> {
     )
     .await;
     out.assert_success();
-    let tasks_expected = if protocol == "step-by-step" {
-        STEPS
-    } else {
-        PROBLEMS
-    };
+    // Either protocol: one task per main problem.
+    let tasks_expected = PROBLEMS;
     assert!(
         out.stdout.contains(&format!(
             "{tasks_expected} task(s) imported and validated, 0 problem(s) failed"
@@ -95,12 +92,17 @@ async fn import_and_score(protocol: &str) -> Vec<ScicodeScore> {
     let report = report_json(results.path(), &run_id);
     let trials = report["trials"].as_array().expect("trials");
     assert_eq!(trials.len(), tasks_expected * 2);
+    // Whole-problem: one grader for every step; step-by-step: a grader per step (its turn's
+    // code). Their steps together.
     let data: Vec<Option<serde_json::Value>> = trials
         .iter()
         .map(|t| {
-            t["grade"]["graders"][0]["data"]
-                .as_object()
-                .map(|d| d.clone().into())
+            let graders = t["grade"]["graders"].as_array()?;
+            let steps: Vec<serde_json::Value> = graders
+                .iter()
+                .flat_map(|g| g["data"]["steps"].as_array().cloned().unwrap_or_default())
+                .collect();
+            Some(serde_json::json!({ "steps": steps }))
         })
         .collect();
     let rows: Vec<TrialSteps<'_>> = trials

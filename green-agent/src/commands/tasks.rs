@@ -52,8 +52,9 @@ pub enum TasksCommand {
         #[arg(long)]
         with_background: bool,
         /// SciCode: `whole-problem` (default: one task per problem, one agent run writes every
-        /// step) or `step-by-step` (upstream's main setting: one task per step, its prompt
-        /// carrying the code of the steps before it; needs gold code for those steps).
+        /// step) or `step-by-step` (upstream's main setting: one task per problem whose steps
+        /// are asked one per turn, each prompt showing the agent's own code for the steps
+        /// before it; each step graded on that code as it was at the end of its turn).
         #[arg(long, value_name = "whole-problem|step-by-step")]
         protocol: Option<String>,
     },

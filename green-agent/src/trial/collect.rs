@@ -1,9 +1,9 @@
 //! Phase 4, collect: a hosted agent's sandbox is frozen and its workspace copied out (the
 //! authoritative output, also after a kill), with its log; then the A2A artifacts of either
-//! side. The pipeline removes the agent's sandbox right after (once the collected outputs are
-//! checkpointed): nothing held-out is touched before that. The whole phase has a budget
-//! (`collect_timeout`): over it the outputs are discarded and the trial scores 0, flagged
-//! [`COLLECTION_TIMEOUT_FLAG`].
+//! side; for a task in turns, each turn's copy of the kept file (`turns`). The pipeline removes
+//! the agent's sandbox right after (once the collected outputs are checkpointed): nothing
+//! held-out is touched before that. The whole phase has a budget (`collect_timeout`): over it
+//! the outputs are discarded and the trial scores 0, flagged [`COLLECTION_TIMEOUT_FLAG`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +17,7 @@ use super::env::{InfraError, RunEnv, TrialInput};
 use super::outputs::{UrlSource, add_changed, changed_files, collect_a2a_artifacts, put_artifact};
 use super::prepare::Prepared;
 use super::side::AgentSide;
+use super::turns;
 use crate::model::{ArtifactRef, Outcome};
 use white_agent_adapter::contract::paths::WORKSPACE;
 
@@ -158,6 +159,15 @@ async fn gather(
             // The pipeline removes the agent container once what was collected is stored,
             // before grading touches any held-out file.
         }
+    }
+    if let Some(t) = input.task.turns() {
+        turns::stage_snapshots(
+            env,
+            &run.turns,
+            &t.kept_file,
+            &prep.outputs_dir,
+            &mut out.artifacts,
+        )?;
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ use tracing::warn;
 use super::env::{InfraError, RunEnv, TrialInput, io};
 use super::media::media_type;
 use super::side::AgentSide;
+use super::turns::{self, TurnRecord};
 use crate::model::Outcome;
 use crate::url_files::FileServer;
 
@@ -37,6 +38,9 @@ pub(crate) struct AgentRun {
     /// The agent's own words when it failed, rejected the task or asked for what it cannot
     /// get (its status message).
     pub(crate) error: Option<String>,
+    /// A task delivered in turns: each turn sent, in order (`super::turns`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) turns: Vec<TurnRecord>,
 }
 
 /// Where driving starts.
@@ -117,144 +121,241 @@ async fn drive_to_end(
     side: &AgentSide,
     start: Start,
 ) -> Result<AgentRun, InfraError> {
-    let client = side.client();
     let view = input.task.agent_view();
     let wall = env.settings.agent_timeout.map_or(
         Duration::from_secs(view.environment.agent_timeout_secs),
         |t| t.get(),
     );
-    let inactivity = env.settings.inactivity_timeout.get();
-    let base_interval = env.settings.poll_interval.get();
     let started = Instant::now()
         .checked_sub(start.used)
         .unwrap_or_else(Instant::now);
-    let opts = |budget: Duration| RunOptions {
-        budget,
-        streaming: true,
-        poll_initial: base_interval,
-        // polling is the fallback (the stream, or the adapter's exit, tells the end first):
-        // a short cap on its backoff
-        poll_max: base_interval * 2,
-        history_length: Some(0),
-    };
-    let watch = Arc::new(Mutex::new(Watch {
-        last_task: None,
-        last_fp: String::new(),
-        last_change: Instant::now(),
-        unanswered: 0,
-        recorded: None,
-    }));
-    let mut run = AgentRun::default();
-    let first = match start.task_id {
-        None => Go::Send(Box::new(SendMessageRequest::new(task_message(
-            input,
-            side.file_server(),
-        )?))),
-        Some(id) => Go::Follow(id),
-    };
-    let dog = Dog {
+    let deadline = started + wall;
+    let ex = Exchange {
         env,
         input,
         side,
-        watch: &watch,
-        inactivity,
         attempt: start.attempt,
     };
-    let mut step = dog
-        .watched(first, &opts(wall.saturating_sub(started.elapsed())))
-        .await;
-    let mut replied = false;
-    loop {
-        let last = lock(&watch).last_task.clone();
-        match step {
-            Step::End(RunEnd::Task(task))
-                if task.state() == TaskState::InputRequired && !replied =>
-            {
-                let question = status_text(&task);
-                run.flags.push(format!(
-                    "agent asked for input: {question}; replied: {}",
-                    env.settings.input_reply
-                ));
-                replied = true;
-                let reply = SendMessageRequest::new(
-                    Message::user_text(env.settings.input_reply.clone())
-                        .with_task_id(task.id.clone())
-                        .with_context_id(task.context_id.clone()),
-                );
-                let budget = wall.saturating_sub(started.elapsed());
-                step = dog.watched(Go::Send(Box::new(reply)), &opts(budget)).await;
-                continue;
+    match (&view.turns, start.task_id) {
+        (Some(t), None) => ex.turns(&view, t, deadline, wall).await,
+        // A reattached trial follows the task it was in; turns after it are not sent (their
+        // steps score 0).
+        (_, Some(id)) => ex.once(Go::Follow(id), deadline, wall).await,
+        (None, None) => {
+            let message = task_message(input, side.file_server(), None)?;
+            ex.once(
+                Go::Send(Box::new(SendMessageRequest::new(message))),
+                deadline,
+                wall,
+            )
+            .await
+        }
+    }
+}
+
+/// One trial's agent, driven through one exchange or a sequence of turns.
+struct Exchange<'a> {
+    env: &'a RunEnv,
+    input: &'a TrialInput,
+    side: &'a AgentSide,
+    attempt: Option<u32>,
+}
+
+impl Exchange<'_> {
+    /// A task in turns: each stage's prompt (the kept file as the previous turn left it filled
+    /// in) sent as a new message in the same context once the previous turn's task ended, with
+    /// the turn's own budget inside the trial's; the first turn that does not complete is the
+    /// last (the later stages are not sent).
+    async fn turns(
+        &self,
+        view: &tasks::AgentView,
+        t: &tasks::Turns,
+        deadline: Instant,
+        wall: Duration,
+    ) -> Result<AgentRun, InfraError> {
+        let mut run = AgentRun::default();
+        let mut kept = turns::initial(view.workspace.dir(), &t.kept_file);
+        let total = view.stages.len();
+        for (k, stage) in view.stages.iter().enumerate() {
+            let turn_wall = t.timeout_secs.map_or(wall, Duration::from_secs).min(wall);
+            let turn_deadline = deadline.min(Instant::now() + turn_wall);
+            let text = tasks::turns::prompt(&stage.prompt, kept.as_deref());
+            // The workspace's files travel once, with the first turn.
+            let files = if k == 0 {
+                self.side.file_server()
+            } else {
+                None
+            };
+            let mut message = task_message(self.input, files, Some(text))?;
+            if k > 0 {
+                message.parts.retain(|p| p.filename.is_none());
             }
-            Step::End(RunEnd::Task(task)) => {
-                finish(client, &mut run, task).await;
+            let turn = self
+                .once(
+                    Go::Send(Box::new(SendMessageRequest::new(message))),
+                    turn_deadline,
+                    turn_wall,
+                )
+                .await?;
+            kept = turns::read_kept(self.side, turn.final_task.as_ref(), &t.kept_file).await;
+            run.turns.push(TurnRecord {
+                stage: stage.id.clone(),
+                outcome: turn.outcome,
+                kept: kept.clone(),
+            });
+            let label = format!("turn {} of {total} ({})", k + 1, stage.id);
+            run.flags
+                .extend(turn.flags.iter().map(|f| format!("{label}: {f}")));
+            run.outcome = turn.outcome;
+            run.exit_code = turn.exit_code;
+            run.final_task = turn.final_task;
+            run.error = turn.error;
+            if run.outcome != Some(Outcome::Completed) {
+                if k + 1 < total {
+                    let outcome = run.outcome.map_or("no end", |o| o.as_str());
+                    run.flags.push(format!(
+                        "{label} ended {outcome}: the {} later turn(s) were not sent (their \
+                         stages score 0)",
+                        total - k - 1
+                    ));
+                }
+                break;
             }
-            Step::End(RunEnd::Message(m)) => {
-                run.flags.push(
+        }
+        Ok(run)
+    }
+
+    /// One exchange, followed to its end (one reply to an input request), by `deadline`
+    /// (`wall` is the budget it stands for, in the timeout flag).
+    async fn once(
+        &self,
+        first: Go,
+        deadline: Instant,
+        wall: Duration,
+    ) -> Result<AgentRun, InfraError> {
+        let (env, input, side) = (self.env, self.input, self.side);
+        let client = side.client();
+        let inactivity = env.settings.inactivity_timeout.get();
+        let base_interval = env.settings.poll_interval.get();
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let opts = |budget: Duration| RunOptions {
+            budget,
+            streaming: true,
+            poll_initial: base_interval,
+            // polling is the fallback (the stream, or the adapter's exit, tells the end first):
+            // a short cap on its backoff
+            poll_max: base_interval * 2,
+            history_length: Some(0),
+        };
+        let watch = Arc::new(Mutex::new(Watch {
+            last_task: None,
+            last_fp: String::new(),
+            last_change: Instant::now(),
+            unanswered: 0,
+            recorded: None,
+        }));
+        let mut run = AgentRun::default();
+        let dog = Dog {
+            env,
+            input,
+            side,
+            watch: &watch,
+            inactivity,
+            attempt: self.attempt,
+        };
+        let mut step = dog.watched(first, &opts(left())).await;
+        let mut replied = false;
+        loop {
+            let last = lock(&watch).last_task.clone();
+            match step {
+                Step::End(RunEnd::Task(task))
+                    if task.state() == TaskState::InputRequired && !replied =>
+                {
+                    let question = status_text(&task);
+                    run.flags.push(format!(
+                        "agent asked for input: {question}; replied: {}",
+                        env.settings.input_reply
+                    ));
+                    replied = true;
+                    let reply = SendMessageRequest::new(
+                        Message::user_text(env.settings.input_reply.clone())
+                            .with_task_id(task.id.clone())
+                            .with_context_id(task.context_id.clone()),
+                    );
+                    step = dog.watched(Go::Send(Box::new(reply)), &opts(left())).await;
+                    continue;
+                }
+                Step::End(RunEnd::Task(task)) => {
+                    finish(client, &mut run, task).await;
+                }
+                Step::End(RunEnd::Message(m)) => {
+                    run.flags.push(
                     "the agent answered with a message and no task; its parts were collected as artifacts".into(),
                 );
-                run.outcome = Some(Outcome::Completed);
-                run.final_task = Some(task_of_message(&m));
-            }
-            Step::End(RunEnd::OutOfTime(task)) => {
-                run.outcome = Some(Outcome::Timeout);
-                run.flags.push(format!("timeout after {}s", wall.as_secs()));
-                run.final_task = stop(client, task.or(last)).await;
-            }
-            Step::Budget(reason) => {
-                run.outcome = Some(Outcome::BudgetExceeded);
-                run.flags.push(reason);
-                run.final_task = stop(client, last).await;
-            }
-            Step::Inactive => {
-                run.outcome = Some(Outcome::Inactive);
-                run.flags
-                    .push(format!("inactive for {}s", inactivity.as_secs()));
-                run.final_task = stop(client, last).await;
-            }
-            Step::NodeLost(e) => return Err(e.into()),
-            Step::Crashed(code) => {
-                run.outcome = Some(Outcome::Crashed);
-                run.exit_code = Some(code);
-                run.flags.push(format!("adapter exited with {code}"));
-                run.final_task = last;
-                return Ok(run);
-            }
-            Step::End(RunEnd::Stopped(task)) => {
-                // The observer stopped it: the agent stopped answering.
-                run.outcome = Some(Outcome::Crashed);
-                run.flags.push(format!(
-                    "the agent stopped answering ({MAX_UNANSWERED} polls without an answer)"
-                ));
-                run.final_task = Some(task);
-            }
-            Step::Failed(e) => match e.kind() {
-                // Never received (or refused for good): retried / recorded as incompatible.
-                ErrorKind::Unreachable if last.is_none() => return Err(e.into()),
-                ErrorKind::Incompatible | ErrorKind::Unauthorized => return Err(e.into()),
-                // The message may be with the agent: an outcome, never a second send.
-                ErrorKind::Timeout | ErrorKind::Transport | ErrorKind::Unreachable => {
-                    run.outcome = Some(Outcome::Crashed);
+                    run.outcome = Some(Outcome::Completed);
+                    run.final_task = Some(task_of_message(&m));
+                }
+                Step::End(RunEnd::OutOfTime(task)) => {
+                    run.outcome = Some(Outcome::Timeout);
+                    run.flags.push(format!("timeout after {}s", wall.as_secs()));
+                    run.final_task = stop(client, task.or(last)).await;
+                }
+                Step::Budget(reason) => {
+                    run.outcome = Some(Outcome::BudgetExceeded);
+                    run.flags.push(reason);
+                    run.final_task = stop(client, last).await;
+                }
+                Step::Inactive => {
+                    run.outcome = Some(Outcome::Inactive);
                     run.flags
-                        .push(format!("lost the agent after sending the task: {e}"));
-                    run.error = Some(e.to_string());
-                    run.final_task = last;
+                        .push(format!("inactive for {}s", inactivity.as_secs()));
+                    run.final_task = stop(client, last).await;
                 }
-                _ => {
-                    run.outcome = Some(Outcome::Failed);
-                    run.flags.push(format!("the agent's answer: {e}"));
-                    run.error = Some(e.to_string());
+                Step::NodeLost(e) => return Err(e.into()),
+                Step::Crashed(code) => {
+                    run.outcome = Some(Outcome::Crashed);
+                    run.exit_code = Some(code);
+                    run.flags.push(format!("adapter exited with {code}"));
                     run.final_task = last;
+                    return Ok(run);
                 }
-            },
+                Step::End(RunEnd::Stopped(task)) => {
+                    // The observer stopped it: the agent stopped answering.
+                    run.outcome = Some(Outcome::Crashed);
+                    run.flags.push(format!(
+                        "the agent stopped answering ({MAX_UNANSWERED} polls without an answer)"
+                    ));
+                    run.final_task = Some(task);
+                }
+                Step::Failed(e) => match e.kind() {
+                    // Never received (or refused for good): retried / recorded as incompatible.
+                    ErrorKind::Unreachable if last.is_none() => return Err(e.into()),
+                    ErrorKind::Incompatible | ErrorKind::Unauthorized => return Err(e.into()),
+                    // The message may be with the agent: an outcome, never a second send.
+                    ErrorKind::Timeout | ErrorKind::Transport | ErrorKind::Unreachable => {
+                        run.outcome = Some(Outcome::Crashed);
+                        run.flags
+                            .push(format!("lost the agent after sending the task: {e}"));
+                        run.error = Some(e.to_string());
+                        run.final_task = last;
+                    }
+                    _ => {
+                        run.outcome = Some(Outcome::Failed);
+                        run.flags.push(format!("the agent's answer: {e}"));
+                        run.error = Some(e.to_string());
+                        run.final_task = last;
+                    }
+                },
+            }
+            break;
         }
-        break;
+        if run.exit_code.is_none()
+            && let Some(t) = &run.final_task
+        {
+            run.exit_code = reported_exit_code(t);
+        }
+        Ok(run)
     }
-    if run.exit_code.is_none()
-        && let Some(t) = &run.final_task
-    {
-        run.exit_code = reported_exit_code(t);
-    }
-    Ok(run)
 }
 
 fn lock(w: &Mutex<Watch>) -> std::sync::MutexGuard<'_, Watch> {
@@ -518,10 +619,11 @@ fn task_of_message(m: &Message) -> Task {
 fn task_message(
     input: &TrialInput,
     file_server: Option<&FileServer>,
+    instruction: Option<String>,
 ) -> Result<Message, InfraError> {
     let view = input.task.agent_view();
     let mut parts = vec![
-        Part::text(view.instruction.clone()),
+        Part::text(instruction.unwrap_or_else(|| view.instruction.clone())),
         Part::data(serde_json::json!({
             "task_id": view.task_id,
             "expected_outputs": view.expected_outputs,
@@ -667,7 +769,7 @@ mod sent_instruction_tests {
                 agent: AgentSpec::Oracle,
                 image: String::new(),
             };
-            let message = task_message(&input, None).expect("a message");
+            let message = task_message(&input, None, None).expect("a message");
             let read = white_agent_adapter::instruction::read_message(&message).expect("read");
             assert_eq!(read.instruction, expected, "{}", input.task.id());
         }

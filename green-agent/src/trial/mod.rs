@@ -27,6 +27,7 @@ mod reattach;
 mod record;
 mod resources;
 mod side;
+mod turns;
 
 pub use env::{InfraError, Observer, RunEnv, Teardown, TrialInput};
 pub use grade::grader_limits;

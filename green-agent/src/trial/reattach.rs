@@ -635,6 +635,8 @@ impl Checkpoint {
                 flags: self.run_flags,
                 final_task: None,
                 error: self.error,
+                // The turns' copies are among the staged files already.
+                turns: Vec::new(),
             },
             collected: Collected {
                 artifacts: self.artifacts,

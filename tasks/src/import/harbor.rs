@@ -251,6 +251,7 @@ pub fn import(src: &Path, dest: &Path, options: &HarborOptions) -> Result<PathBu
         constraints: Constraints::default(),
         metadata,
         stages: Vec::new(),
+        turns: None,
         grading: GradingSpec {
             dimensions: one_dimension("task_completeness"),
             pass_threshold: 0.9,

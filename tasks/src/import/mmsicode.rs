@@ -228,6 +228,7 @@ pub fn import(src: &Path, dest: &Path) -> Result<PathBuf, ImportError> {
         constraints: Constraints::default(),
         metadata,
         stages: Vec::new(),
+        turns: None,
         grading: GradingSpec {
             dimensions: one_dimension("code_correctness"),
             pass_threshold: 0.9,

@@ -164,6 +164,8 @@ pub(crate) struct TaskToml {
     pub metadata: BTreeMap<String, toml::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageToml>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<crate::spec::TurnsFile>,
     pub grading: rubrics::GradingSpec,
 }
 

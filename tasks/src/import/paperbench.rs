@@ -219,6 +219,7 @@ pub fn import(
         constraints: Constraints::default(),
         metadata,
         stages: Vec::new(),
+        turns: None,
         grading: GradingSpec {
             dimensions: one_dimension(DIMENSION),
             pass_threshold: 0.9,

@@ -987,6 +987,7 @@ Steps:\n{steps}\n\n\
         },
         metadata: meta,
         stages: Vec::new(),
+        turns: None,
         grading: GradingSpec {
             dimensions: Some(dimensions),
             pass_threshold: 0.9,

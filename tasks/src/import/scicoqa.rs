@@ -277,6 +277,7 @@ fn write(
         constraints: Constraints::default(),
         metadata,
         stages: Vec::new(),
+        turns: None,
         grading: GradingSpec {
             dimensions: one_dimension(DIMENSION),
             pass_threshold: 0.9,

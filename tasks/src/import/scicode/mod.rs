@@ -42,7 +42,8 @@ pub const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
 pub const STRICT_SCRIPT: &str = rubrics::grade::RB_STRICT;
 /// Task metadata: the problem's tested steps (both protocols).
 pub const PROBLEM_STEPS_KEY: &str = "problem_steps";
-/// Task metadata: the one step a step-by-step task grades.
+/// Task metadata: the one step a task grades (step-by-step tasks imported one per step, before
+/// the protocol delivered the steps in turns; still read).
 pub const STEP_KEY: &str = "step_id";
 /// Where the cases live in a task's `hidden/` folder.
 pub const CASES_FILE: &str = "scicode_cases.json";
@@ -89,10 +90,10 @@ pub enum Protocol {
     /// (`whole-problem`).
     #[default]
     WholeProblem,
-    /// Upstream's main setting, one task per tested step (`step-by-step`): the step's prompt
-    /// carries the description and the code of every step before it (gold code, or upstream's
-    /// code for an untested step), which `solution.py` also starts with; only that step is
-    /// graded. A problem counts as solved when every one of its step tasks passes.
+    /// Upstream's main setting (`step-by-step`): one task per main problem whose tested steps
+    /// are asked one per turn, each prompt showing the agent's own code for the steps before
+    /// (upstream's code for an untested step); step k is graded on the code as it was at the
+    /// end of turn k. A problem counts as solved when every one of its steps passes.
     StepByStep,
 }
 
@@ -114,8 +115,8 @@ impl std::str::FromStr for Protocol {
             "step-by-step" => Ok(Protocol::StepByStep),
             other => Err(format!(
                 "unknown SciCode protocol `{other}`: use `whole-problem` (one agent run writes \
-                 every step) or `step-by-step` (upstream's main setting: one task per step, its \
-                 prompt carrying the code of the steps before it)"
+                 every step) or `step-by-step` (upstream's main setting: the steps one per turn, \
+                 each prompt showing the agent's own code for the steps before it)"
             )),
         }
     }
@@ -483,7 +484,7 @@ pub async fn import_all(
     for problem in &problems {
         let ids = match options.protocol {
             Protocol::WholeProblem => vec![task_id(problem)],
-            Protocol::StepByStep => tested(problem).map(stepwise::task_id).collect(),
+            Protocol::StepByStep => vec![stepwise::task_id(problem)],
         };
         for id in ids {
             let root = dest.join(id);
@@ -493,32 +494,6 @@ pub async fn import_all(
         }
     }
     let mut failed = Vec::new();
-    if options.protocol == Protocol::StepByStep {
-        // Each step's prompt carries the code of the steps before it: without gold code that
-        // code would have to be the agent's own, from trials run before this one.
-        problems.retain(|p| {
-            let steps: Vec<&SubStep> = tested(p).collect();
-            let missing = steps
-                .iter()
-                .take(steps.len().saturating_sub(1))
-                .any(|s| s.ground_truth_code.is_none());
-            if missing {
-                failed.push(ProblemFailure::new(
-                    &p.problem_id,
-                    None,
-                    None,
-                    "protocol",
-                    "the step-by-step protocol gives each step the code of the steps before it, \
-                     and this record has no gold code (`ground_truth_code`) for them: import it \
-                     with `--protocol whole-problem` (one agent run writes every step)"
-                        .into(),
-                    None,
-                    options,
-                ));
-            }
-            !missing
-        });
-    }
     // Steps upstream does not test (13.6, 62.1, 76.3): their code is given to the agent, from
     // the gold code or from upstream's `step_<id>.txt` beside the problems file.
     let mut given = BTreeMap::new();
@@ -643,7 +618,9 @@ pub async fn import_all(
             Protocol::WholeProblem => {
                 write_task(problem, given, cases, options, dest).map(|d| vec![d])
             }
-            Protocol::StepByStep => stepwise::write_tasks(problem, given, cases, options, dest),
+            Protocol::StepByStep => {
+                stepwise::write_task(problem, given, cases, options, dest).map(|d| vec![d])
+            }
         };
         match wrote {
             Ok(dirs) => written.extend(dirs),
@@ -1077,7 +1054,7 @@ impl TaskFrame<'_> {
         );
         metadata.insert("reference_solution".into(), toml::Value::Boolean(reference));
         // Every tested step of the problem: a run's per-problem score needs them all, also in
-        // the step-by-step protocol where a task grades one step (`rubrics::scicode_score`).
+        // tasks that grade one step (`rubrics::scicode_score`).
         metadata.insert(
             PROBLEM_STEPS_KEY.into(),
             toml::Value::Array(
@@ -1236,6 +1213,7 @@ fn write_task(
         constraints: Constraints::default(),
         metadata: frame.metadata(reference),
         stages,
+        turns: None,
         grading: frame.grading(),
     };
     dir.finish(&toml)
