@@ -19,19 +19,50 @@ pub use crate::snapshot::StagedSnapshot;
 use crate::spec::GradingSpec;
 use crate::status::Status;
 
-/// SciCode's step runner (`python/scicode_runner.py`), shipped into grading containers and
-/// run by the SciCode importer (`tasks`) to derive and check targets exactly as grading splits
-/// snippets: one copy, from here.
-pub const SCICODE_RUNNER: &str = include_str!("../python/scicode_runner.py");
-/// The strict comparisons the SciCode runner imports (`python/rb_strict.py`).
-pub const RB_STRICT: &str = include_str!("../python/rb_strict.py");
+/// SciCode's step runner: the entry `scicode_runner.py` and the modules it imports, one file
+/// per job (`python/scicode_*.py`, and `rb_strict.py`, numpy's strict closeness, which the
+/// bridge's trusted side imports too), each under the name it is imported by. Shipped into
+/// grading containers as part of the harness, and written beside the SciCode importer's own
+/// scripts (`tasks`) to derive and check targets exactly as grading splits snippets: one list,
+/// from here.
+pub const SCICODE_FILES: &[(&str, &str)] = &[
+    (
+        "scicode_runner.py",
+        include_str!("../python/scicode_runner.py"),
+    ),
+    (
+        "scicode_codec.py",
+        include_str!("../python/scicode_codec.py"),
+    ),
+    (
+        "scicode_compare.py",
+        include_str!("../python/scicode_compare.py"),
+    ),
+    ("scicode_plan.py", include_str!("../python/scicode_plan.py")),
+    (
+        "scicode_judge.py",
+        include_str!("../python/scicode_judge.py"),
+    ),
+    (
+        "scicode_worker.py",
+        include_str!("../python/scicode_worker.py"),
+    ),
+    (
+        "scicode_derive.py",
+        include_str!("../python/scicode_derive.py"),
+    ),
+    (
+        "scicode_perturb.py",
+        include_str!("../python/scicode_perturb.py"),
+    ),
+    ("rb_strict.py", include_str!("../python/rb_strict.py")),
+];
 
 /// Helper scripts shipped in the crate, staged (root-owned, read-only to others) at
-/// `<scratch>/rb`.
+/// `<scratch>/rb` together with the [`SCICODE_FILES`].
 const SCRIPTS: &[(&str, &str)] = &[
     ("launch.py", include_str!("../python/launch.py")),
     ("rb_values.py", include_str!("../python/rb_values.py")),
-    ("rb_strict.py", RB_STRICT),
     ("bridge_pair.py", include_str!("../python/bridge_pair.py")),
     (
         "bridge_trusted.py",
@@ -46,7 +77,6 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("author_run.py", include_str!("../python/author_run.py")),
     ("author_audit.py", include_str!("../python/author_audit.py")),
     ("list_tests.py", include_str!("../python/list_tests.py")),
-    ("scicode_runner.py", SCICODE_RUNNER),
     (
         "forbidden_scan.py",
         include_str!("../python/forbidden_scan.py"),
@@ -64,8 +94,13 @@ const SCRIPTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Our harness (the [`SCRIPTS`]) written to a host folder, to be copied into a grading
-/// sandbox together with its other files ([`Harness::copy_in`]; then set
+/// Every file of our harness, each once: the [`SCRIPTS`] and the [`SCICODE_FILES`].
+fn harness_files() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SCRIPTS.iter().chain(SCICODE_FILES)
+}
+
+/// Our harness ([`harness_files`]) written to a host folder, to be copied into a grading sandbox
+/// together with its other files ([`Harness::copy_in`]; then set
 /// [`GradingContext::harness_staged`]).
 #[derive(Debug)]
 pub struct Harness {
@@ -77,7 +112,7 @@ impl Harness {
     pub fn write() -> std::io::Result<Self> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir()?;
-        for (rel, text) in SCRIPTS {
+        for (rel, text) in harness_files() {
             let p = dir.path().join(rel);
             if let Some(parent) = p.parent() {
                 std::fs::create_dir_all(parent)?;
@@ -338,7 +373,7 @@ async fn stage_scripts(env: &Env<'_, '_>) -> Result<(), String> {
         }
         std::fs::write(&p, text).map_err(|e| format!("{rel}: {e}"))
     };
-    for (rel, text) in SCRIPTS {
+    for (rel, text) in harness_files() {
         write(rel, text)?;
     }
     env.ctx
@@ -367,5 +402,72 @@ async fn stage_scripts(env: &Env<'_, '_>) -> Result<(), String> {
         Ok(())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use super::{SCICODE_FILES, harness_files};
+
+    /// The names a Python file imports at the top of a line (`import x`, `from x import y`).
+    fn imports(text: &str) -> BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim_start();
+                let rest = l
+                    .strip_prefix("import ")
+                    .or_else(|| l.strip_prefix("from "))?;
+                let name = rest.split([' ', ',', '.']).next()?;
+                Some(name.to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_harness_ships_each_file_once() {
+        let mut seen = BTreeSet::new();
+        for (name, _) in harness_files() {
+            assert!(seen.insert(*name), "{name} is shipped twice");
+        }
+    }
+
+    /// A SciCode module left out of [`SCICODE_FILES`] would be missing beside the runner in
+    /// grading and in the importer's sandbox: every `python/scicode_*.py` is listed, and every
+    /// module of `python/` that a listed file imports is listed too.
+    #[test]
+    fn the_scicode_files_are_every_scicode_module_and_what_they_import() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        let listed: BTreeSet<&str> = SCICODE_FILES.iter().map(|(n, _)| *n).collect();
+        let ours: BTreeSet<String> = std::fs::read_dir(&dir)
+            .expect("python/")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        for name in ours.iter().filter(|n| n.starts_with("scicode_")) {
+            assert!(
+                listed.contains(name.as_str()),
+                "{name} is not in SCICODE_FILES"
+            );
+        }
+        for (name, text) in SCICODE_FILES {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).expect("listed file"),
+                *text,
+                "{name}"
+            );
+            for module in imports(text) {
+                let file = format!("{module}.py");
+                assert!(
+                    !ours.contains(&file) || listed.contains(file.as_str()),
+                    "{name} imports {module}, which is not in SCICODE_FILES"
+                );
+            }
+        }
+        // What the check reads: the runner's own imports.
+        let runner = imports(SCICODE_FILES[0].1);
+        assert!(runner.contains("scicode_worker"), "{runner:?}");
     }
 }

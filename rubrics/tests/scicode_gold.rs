@@ -9,7 +9,7 @@
 //! function as gold on every valid input); the raw kill rate is printed beside it.
 //!
 //! Twice: on SciCode's own inputs, and with the importer's `--perturbed-inputs` copies
-//! (`scicode_runner.perturbed_case`: float inputs moved a little, targets from the gold code).
+//! (`scicode_perturb.perturbed_case`: float inputs moved a little, targets from the gold code).
 //! Gold must pass every perturbed copy too; the survivors of the first round run again on the
 //! perturbed cases; no mutant of the equivalence ledger may be killed by them (a perturbation
 //! that left the function's domain would).
@@ -35,25 +35,23 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
     let problems = read(bench_data::path("scicode/problems_dev.jsonl"));
     let prepare = read(manifest.join("tests/scicode/prepare.py"));
     let kill = read(manifest.join("tests/scicode/kill.py"));
-    let runner = read(manifest.join("python/scicode_runner.py"));
-    let strict = read(manifest.join("python/rb_strict.py"));
-    let g = Grading::with_cpus(
-        2.0,
-        "python",
-        &[],
-        &[
-            ("prep/problems_dev.jsonl", &problems),
-            ("prep/prepare.py", &prepare),
-            ("prep/kill.py", &kill),
-            ("prep/scicode_runner.py", &runner),
-            ("prep/rb_strict.py", &strict),
-        ],
-    )
-    .await;
+    // The runner and its modules, as grading ships them, in a folder of their own (kill.py
+    // copies that folder where the runner's worker can read it).
+    let runner: Vec<(String, &[u8])> = rubrics::grade::SCICODE_FILES
+        .iter()
+        .map(|(name, text)| (format!("prep/rb/{name}"), text.as_bytes()))
+        .collect();
+    let mut hidden: Vec<(&str, &[u8])> = vec![
+        ("prep/problems_dev.jsonl", &problems),
+        ("prep/prepare.py", &prepare),
+        ("prep/kill.py", &kill),
+    ];
+    hidden.extend(runner.iter().map(|(name, text)| (name.as_str(), *text)));
+    let g = Grading::with_cpus(2.0, "python", &[], &hidden).await;
     let t0 = Instant::now();
     let out = g
         .sh(&format!(
-            "cd /grader/hidden && python3 prep/prepare.py prep/problems_dev.jsonl sc {MUTANTS_PER_STEP} prep 2 \
+            "cd /grader/hidden && python3 prep/prepare.py prep/problems_dev.jsonl sc {MUTANTS_PER_STEP} prep/rb 2 \
              && for d in sc/*/; do p=$(basename $d); mkdir -p /workspace/sc/$p && mv $d/gold.py $d/mutants /workspace/sc/$p/; done"
         ))
         .await;
@@ -149,7 +147,7 @@ async fn shared_data_gold_passes_every_step_and_mutants_fail() {
     let mut req = sandbox::ExecRequest::new([
         "python3",
         "/grader/hidden/prep/kill.py",
-        "/grader/hidden/prep/scicode_runner.py",
+        "/grader/hidden/prep/rb/scicode_runner.py",
         "/grader/hidden/sc",
         "/workspace/sc",
         "/grader/hidden/sc/manifest.json",

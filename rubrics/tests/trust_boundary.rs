@@ -253,6 +253,25 @@ fn marker(name: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// After grading: asserts that none of the hijack files `names` ran (no marker), then removes
+/// the sandbox.
+async fn assert_none_ran<S: AsRef<str>>(g: Grading, names: &[S]) {
+    let markers = g.sh("cat /tmp/hijacked-* 2>/dev/null; ls /tmp").await;
+    g.remove().await;
+    let ran = String::from_utf8_lossy(&markers.stdout).into_owned();
+    for n in names.iter().map(AsRef::as_ref) {
+        assert!(!ran.contains(&format!("hijacked-{n}")), "{n} ran: {ran}");
+    }
+}
+
+/// A workspace listing borrowed for [`Grading::new`].
+fn borrowed(files: &[(String, Vec<u8>)]) -> Vec<(&str, &[u8])> {
+    files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect()
+}
+
 const ADD_TEST: &[u8] = b"import json\nimport numpy\n\nfrom solution import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 3) == 2\n";
 const ADD_UNITTEST: &[u8] = b"import unittest\n\nfrom solution import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n";
 const WRONG_ADD: &[u8] = b"def add(a, b):\n    return 0\n";
@@ -304,10 +323,7 @@ async fn files_named_like_the_harness_stdlib_or_a_plugin_never_run_in_a_grader()
         ),
         ("out.txt".into(), b"nope\n".to_vec()),
     ];
-    let ws: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(n, b)| (n.as_str(), b.as_slice()))
-        .collect();
+    let ws = borrowed(&files);
     let g = Grading::new(
         "python",
         &ws,
@@ -347,18 +363,73 @@ async fn files_named_like_the_harness_stdlib_or_a_plugin_never_run_in_a_grader()
             BUDGET,
         )
         .await;
-    let markers = g.sh("cat /tmp/hijacked-* 2>/dev/null; ls /tmp").await;
-    g.remove().await;
     show("hijack", &r);
-    let ran = String::from_utf8_lossy(&markers.stdout).into_owned();
-    for n in names {
-        assert!(!ran.contains(&format!("hijacked-{n}")), "{n} ran: {ran}");
-    }
+    assert_none_ran(g, &names).await;
     for name in ["pytest", "unittest", "command", "verifier"] {
         assert_zero(grader(&r, name), name);
     }
     // The scan (root, isolated interpreter) imports none of them either.
     assert_eq!(grader(&r, "no fft").status, Status::Pass);
+}
+
+const SCICODE_CASES: &[u8] =
+    br#"{"problem_id": "p", "required_dependencies": "import numpy as np\n",
+ "steps": [{"step_id": "s.1", "test_cases": [
+   {"test": "assert np.allclose(double(2.0), target)", "target": 4.0},
+   {"test": "assert double(3.0) == 6.0", "target": null}]}]}"#;
+
+/// The SciCode runner's modules are found in its own folder only: files named like every one
+/// of them (and `rb_strict`), beside the solution (the worker's working folder) and at the top
+/// of the workspace, are never imported, by the trusted side (root, `python3 -I`) nor by the
+/// worker; the right solution beside them still passes and the wrong one scores 0.
+#[tokio::test]
+async fn files_named_like_the_scicode_runners_modules_never_run_in_its_grader() {
+    let stems: Vec<&str> = rubrics::grade::SCICODE_FILES
+        .iter()
+        .map(|(name, _)| name.strip_suffix(".py").expect("a Python module"))
+        .collect();
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        (
+            "good/solution.py".into(),
+            b"def double(x):\n    return 2 * x\n".to_vec(),
+        ),
+        (
+            "bad/solution.py".into(),
+            b"def double(x):\n    return 2 * x + 1\n".to_vec(),
+        ),
+    ];
+    for dir in ["", "good/", "bad/"] {
+        for stem in &stems {
+            files.push((format!("{dir}{stem}.py"), marker(stem)));
+        }
+    }
+    let ws = borrowed(&files);
+    let g = Grading::new("python", &ws, &[("cases.json", SCICODE_CASES)]).await;
+    let r = g
+        .grade(
+            r#"
+            [[graders]]
+            name = "good"
+            dimension = "code_correctness"
+            check = { kind = "scicode_steps", hidden_cases = "cases.json", output = "good/solution.py" }
+            [[graders]]
+            name = "bad"
+            dimension = "code_correctness"
+            check = { kind = "scicode_steps", hidden_cases = "cases.json", output = "bad/solution.py" }
+            "#,
+            None,
+            BUDGET,
+        )
+        .await;
+    show("scicode modules", &r);
+    assert_none_ran(g, &stems).await;
+    let good = grader(&r, "good");
+    assert_eq!(
+        (good.status, good.score),
+        (Status::Pass, Some(1.0)),
+        "{good:?}"
+    );
+    assert_zero(grader(&r, "bad"), "bad");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -66,8 +66,9 @@ impl Run for ScicodeSteps {
 
 /// The runner is the trusted side (root, `python3 -I`, reading the held-out cases where they
 /// are): it runs the agent's code in a worker as the agent's uid, which never sees a target, and
-/// compares the values the worker records itself (see `python/scicode_runner.py`). Its result
-/// goes to the root-owned scratch folder, out of the agent's reach.
+/// compares the values the worker records itself (see `python/scicode_runner.py` and its
+/// modules, [`crate::grade::SCICODE_FILES`]). Its result goes to the root-owned scratch folder,
+/// out of the agent's reach.
 async fn scicode(env: &Env<'_, '_>, cases: &str, output: &str, case_timeout: u64) -> Outcome {
     // Evidence for an infrastructure status comes from a trusted probe, never from what the
     // agent's code prints.

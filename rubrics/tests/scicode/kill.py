@@ -56,16 +56,16 @@ def _values(src, problem, prepare):
 def main():
     runner, cases_dir, mutants_dir, manifest, timeout, prepare_dir, durations, workers = sys.argv[1:9]
     durations = json.load(open(durations))
-    # The runner re-executes itself as the agent's uid for the agent's part, so it must live where
-    # that uid can read it (in grading, the staged scripts folder); the held-out folder is root-only.
+    # The runner re-executes itself as the agent's uid for the agent's part, so it and its
+    # modules (the files of its folder) must live where that uid can read them (in grading, the
+    # staged scripts folder); the held-out folder is root-only.
     readable = tempfile.mkdtemp()
-    os.chmod(readable, 0o755)
-    shutil.copy(runner, os.path.join(readable, "scicode_runner.py"))
-    strict = os.path.join(os.path.dirname(runner), "rb_strict.py")
-    shutil.copy(strict, os.path.join(readable, "rb_strict.py"))
-    os.chmod(os.path.join(readable, "rb_strict.py"), 0o644)
+    shutil.copytree(os.path.dirname(runner), readable, dirs_exist_ok=True)
+    for folder, dirs, files in os.walk(readable):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     runner = os.path.join(readable, "scicode_runner.py")
-    os.chmod(runner, 0o644)
     ordered_dir = tempfile.mkdtemp()
     timeouts = {}
     for pid in os.listdir(cases_dir):
@@ -92,8 +92,9 @@ def main():
                     json.dump(dict(problem, steps=steps[k:]), f)
     sys.path.insert(0, prepare_dir)
     import prepare
-    import scicode_runner
-    scicode_runner.install_scicode_shim()
+    sys.path.insert(0, readable)
+    from scicode_compare import install_scicode_shim
+    install_scicode_shim()
     gold_values = {}
     def verdict(m, cases="cases.json"):
         with tempfile.NamedTemporaryFile(suffix=".json") as res:

@@ -1,14 +1,15 @@
 """Test helper (runs in the grading container): the safety rules of
-`scicode_runner.perturb_value` and `perturbed_case`. Prints "ok" or fails an assertion."""
+`scicode_perturb.perturb_value` and `perturbed_case`. Prints "ok" or fails an assertion."""
 
 import sys
 
 import numpy as np
 
 sys.path.insert(0, sys.argv[1])
-import scicode_runner as r  # noqa: E402
+import scicode_perturb as r  # noqa: E402
+from scicode_compare import install_scicode_shim, trusted_namespace  # noqa: E402
 
-r.install_scicode_shim()
+install_scicode_shim()
 rng = np.random.default_rng(7)
 
 # What never moves: ints, bools, int arrays, strings, zero scalars, grids, masks, all zeros.
@@ -51,7 +52,7 @@ assert abs(prob.sum() - 1) < 1e-12 and np.all(prob >= 0)
 gold = "import numpy as np\ndef f(v, n):\n    return np.sum(v) * n\n"
 ns = {"__name__": "__main__"}
 exec(gold, ns)
-tns = r.trusted_namespace("import numpy as np")
+tns = trusted_namespace("import numpy as np")
 snippet = ("v = np.array([0.5, 0.25, 2.0])\nn = 3\nout = f(v, n)\n"
            "assert np.allclose(out, target)\n")
 case, why = r.perturbed_case(snippet, ns, tns, 42, r.step_functions(gold))

@@ -4,7 +4,7 @@ mutants of the gold code.
 Usage: python3 prepare.py PROBLEMS_JSONL OUT_DIR MAX_MUTANTS_PER_STEP RUNNER_DIR [WORKERS]
 Writes OUT_DIR/<pid>/cases.json, OUT_DIR/<pid>/cases_perturbed.json (the same cases plus a
 perturbed copy of each, as the importer's `--perturbed-inputs` makes them with
-`scicode_runner.perturbed_case`), OUT_DIR/<pid>/gold.py, OUT_DIR/<pid>/mutants/<n>.py and
+`scicode_perturb.perturbed_case`), OUT_DIR/<pid>/gold.py, OUT_DIR/<pid>/mutants/<n>.py and
 OUT_DIR/manifest.json ([{"problem", "file", "step", "operator", "line", "before", "after"}],
 where before/after are the changed line as `ast.unparse` writes it).
 """
@@ -245,7 +245,8 @@ def changed_line(original, mutated):
 def prepare_problem(job):
     """One problem (in a pool worker): writes its files; returns (manifest, perturbed log)."""
     line, out_dir, limit = job
-    import scicode_runner
+    from scicode_compare import trusted_namespace
+    from scicode_perturb import perturbed_case, step_functions
     manifest = []
     perturbed_log = []
     p = json.loads(line)
@@ -255,7 +256,7 @@ def prepare_problem(job):
     gold_codes = [s["ground_truth_code"] for s in steps]
     gold_ns = {"__name__": "__main__"}
     exec(deps + "\n" + "\n\n".join(gold_codes), gold_ns)
-    tns = scicode_runner.trusted_namespace(deps)
+    tns = trusted_namespace(deps)
     cases = {"problem_id": pid, "required_dependencies": deps, "steps": []}
     perturbed = {"problem_id": pid, "required_dependencies": deps, "steps": []}
     for s in steps:
@@ -267,8 +268,8 @@ def prepare_problem(job):
         for i, t in enumerate(s["test_cases"]):
             # The importer's seed: problem, step and case.
             seed = zlib.crc32(("%s/%s/%d" % (pid, s["step_number"], i)).encode())
-            copy, why = scicode_runner.perturbed_case(
-                t, gold_ns, tns, seed, scicode_runner.step_functions(s["ground_truth_code"]))
+            copy, why = perturbed_case(
+                t, gold_ns, tns, seed, step_functions(s["ground_truth_code"]))
             if copy is not None:
                 copy["perturbed"]["of"] = i + 1
                 copies.append(copy)
@@ -305,8 +306,8 @@ def prepare_problem(job):
 
 def main():
     sys.path.insert(0, sys.argv[4])
-    import scicode_runner
-    scicode_runner.install_scicode_shim()
+    from scicode_compare import install_scicode_shim
+    install_scicode_shim()
     src, out_dir, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
     workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     jobs = [(line, out_dir, limit) for line in open(src) if line.strip()]

@@ -148,6 +148,17 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError 
     }
 }
 
+/// Writes the `scicode_steps` grader's runner and the modules it imports into `dir`, for the
+/// SciCode importer's scripts that run beside it: the files grading ships
+/// (`rubrics::grade::SCICODE_FILES`), never a copy of our own.
+pub(crate) fn write_scicode_runner(dir: &Path) -> Result<(), ImportError> {
+    for (name, text) in rubrics::grade::SCICODE_FILES {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+    }
+    Ok(())
+}
+
 /// `task.toml` as importers write it.
 #[derive(Debug, Serialize)]
 pub(crate) struct TaskToml {

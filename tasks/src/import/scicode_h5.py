@@ -1,8 +1,8 @@
 """SciCode targets files (`test_data.h5`) in upstream's layout, read and written with h5py.
 
 Runs on the host with the Python that has h5py and numpy (the repository's `.venv`, or
-`RB_SCICODE_PYTHON`); the tasks crate ships this file with the grader's `scicode_runner.py`
-(for the tagged JSON of values, `encode`).
+`RB_SCICODE_PYTHON`); the tasks crate ships this file with the grader's SciCode runner (for the
+tagged JSON of values: `scicode_codec.encode`).
 
   python3 scicode_h5.py read TARGETS.h5 REQUEST.json OUT.json
       REQUEST.json: {"steps": [{"step_id": "1.1", "tests": 3}, ...]}
@@ -27,7 +27,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import scicode_runner as runner  # noqa: E402  (shipped beside this file)
+from scicode_codec import EncodeError, encode  # noqa: E402  (shipped beside this file)
 
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
@@ -38,7 +38,7 @@ class LayoutError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading: h5py objects -> tagged JSON (the runner's `encode`).
+# Reading: h5py objects -> tagged JSON (`encode`).
 
 
 def _text_or_value(raw):
@@ -55,7 +55,7 @@ def _text_or_value(raw):
 
 
 def _dataset(ds):
-    return runner.encode(_text_or_value(ds[()]))
+    return encode(_text_or_value(ds[()]))
 
 
 def _sparse(group):
@@ -95,7 +95,7 @@ def _sparse(group):
         raise LayoutError("a sparse matrix's data, rows and columns differ in length")
     return {"$sparse": {"format": fmt, "shape": shape, "dtype": values.dtype.name,
                         "row": [int(i) for i in row], "col": [int(i) for i in col],
-                        "data": [runner.encode(v) for v in values.tolist()]}}
+                        "data": [encode(v) for v in values.tolist()]}}
 
 
 def _dict(group):
@@ -112,7 +112,7 @@ def _dict(group):
         out[k] = value
     if all(isinstance(k, str) and not k.startswith("$") for k in out):
         return out
-    return {"$dict": [[runner.encode(k), v] for k, v in out.items()]}
+    return {"$dict": [[encode(k), v] for k, v in out.items()]}
 
 
 def _group(group):
@@ -157,7 +157,7 @@ def read(h5_path, request_path, out_path):
             for test in range(1, int(step["tests"]) + 1):
                 try:
                     values.append(read_target(f, sid, test))
-                except (LayoutError, KeyError, ValueError, TypeError, runner.EncodeError) as exc:
+                except (LayoutError, KeyError, ValueError, TypeError, EncodeError) as exc:
                     values.append(None)
                     errors.append({"step_id": sid, "test": test, "cause": str(exc)})
             steps[sid] = values

@@ -15,12 +15,10 @@ use std::time::Duration;
 use sandbox::child::{ChildSpec, SupervisedChild};
 use serde::{Deserialize, Serialize};
 
-use super::{ImportError, io_err};
+use super::{ImportError, io_err, write_scicode_runner};
 
 /// The script run on the host.
 pub const H5_SCRIPT: &str = include_str!("scicode_h5.py");
-/// The runner it imports (the tagged JSON of values).
-const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
 /// Environment variable naming the Python (with h5py and numpy) that reads targets files.
 pub const PYTHON_ENV: &str = "RB_SCICODE_PYTHON";
 /// Largest JSON the reader may hand back.
@@ -147,13 +145,10 @@ pub async fn write(
 
 fn staging() -> Result<tempfile::TempDir, ImportError> {
     let dir = tempfile::tempdir().map_err(io_err(Path::new("temporary folder")))?;
-    for (name, text) in [
-        ("scicode_h5.py", H5_SCRIPT),
-        ("scicode_runner.py", RUNNER_SCRIPT),
-    ] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).map_err(io_err(&path))?;
-    }
+    let path = dir.path().join("scicode_h5.py");
+    std::fs::write(&path, H5_SCRIPT).map_err(io_err(&path))?;
+    // The runner's modules: the tagged JSON of values (`scicode_codec`).
+    write_scicode_runner(dir.path())?;
     Ok(dir)
 }
 

@@ -1,7 +1,7 @@
 """SciCode targets: derive them from gold code, then check the gold code against them.
 
-Usage (inside a sandbox; the tasks crate ships this file with the grader's `scicode_runner.py`
-and runs it there):
+Usage (inside a sandbox; the tasks crate ships this file with the grader's SciCode runner,
+`scicode_runner.py` and its modules, and runs it there):
   python3 scicode_targets.py derive PROBLEMS.json OUT.json PROBLEM_TIMEOUT_SECS MEMORY_MB [--verify]
           [--perturbed-inputs]
       PROBLEMS.json: {"problems": [{"problem_id", "required_dependencies",
@@ -17,11 +17,11 @@ and runs it there):
   python3 scicode_targets.py check CASES.json SOLUTION.py
       Prints one JSON line: {"steps": [{"step_id", "passed", "total", "errors"}], "passed": bool}
 
-A snippet is split as the grader splits it (`scicode_runner.plan`): the parts that compare
+A snippet is split as the grader splits it (`scicode_plan.plan`): the parts that compare
 against `target` are recorded with the gold code loaded, and `target` is what they were compared
 with. Snippets with no comparison against `target` (self-checking tests) get no target and run
 unchanged. With --perturbed-inputs each case that compares against `target` also gets a
-perturbed copy when one is safe (`scicode_runner.perturbed_case`: float inputs moved a little,
+perturbed copy when one is safe (`scicode_perturb.perturbed_case`: float inputs moved a little,
 target from the gold code), appended to its step and marked
 {"perturbed": {"of": case, "inputs", "seed"}}; the problem's "perturbed_cases" counts them.
 Each problem is derived in a child process of its own, so one that runs out of time
@@ -40,9 +40,22 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import scicode_runner as runner  # noqa: E402  (shipped beside this file)
+# The grader's SciCode runner and its modules, shipped beside this file.
+import scicode_runner  # noqa: E402,F401  (run below by its path; loads the modules it imports)
+from scicode_codec import decode  # noqa: E402
+from scicode_compare import (cmp_tuple_or_list, install_scicode_shim,  # noqa: E402
+                             trusted_namespace)
+from scicode_derive import derive_case  # noqa: E402
+from scicode_perturb import perturbed_case, step_functions  # noqa: E402
+from scicode_plan import PlanError, plan  # noqa: E402
 
 RUNNER = os.path.join(HERE, "scicode_runner.py")
+# Our code as loaded from this folder: this file, the runner and every module it imports (the
+# gold code is never among them: it runs from its text). Its frames are left out of a cause;
+# the runner's worker, the agent's uid, must be able to read it.
+OURS = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
+               if getattr(m, "__file__", None)
+               and os.path.dirname(os.path.abspath(m.__file__)) == HERE})
 
 
 def _error(problem_id, step_id, test, stage, cause, limit=None):
@@ -52,9 +65,8 @@ def _error(problem_id, step_id, test, stage, cause, limit=None):
 
 def _cause(exc):
     """The exception and the frames of the test and gold code (not ours)."""
-    ours = (os.path.abspath(__file__), os.path.abspath(runner.__file__))
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if os.path.abspath(f.filename) not in ours and "/usr/lib/python3" not in f.filename]
+              if os.path.abspath(f.filename) not in OURS and "/usr/lib/python3" not in f.filename]
     head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     if not frames:
         return head
@@ -67,7 +79,7 @@ def disagreement(published, derived):
     where and how they differ."""
     import numpy as np
     try:
-        a, b = runner.decode(published), runner.decode(derived)
+        a, b = decode(published), decode(derived)
     except Exception as exc:  # noqa: BLE001
         return "a value does not decode: %s" % exc
     return _differ(a, b, "target", np)
@@ -136,17 +148,17 @@ def _key(k):
 def _derive_problem(problem, progress, perturbed=False):
     """In a child: the problem's cases, or raises after reporting where it was. With
     `perturbed`, each case comparing against `target` also gets a perturbed copy
-    (`runner.perturbed_case`), appended after the step's own cases.
+    (`perturbed_case`), appended after the step's own cases.
 
     Upstream's semantics: a step's cases run in order in one namespace holding the gold code of
     that step and of the steps before it. A step with `targets` (from a targets file) takes
     them; with gold code too, each derived target is compared with the published one and a
     difference is reported (`disagreements`), the published one kept. A step without gold code
     takes the published targets after checking that every case can be graded."""
-    runner.install_scicode_shim()
+    install_scicode_shim()
     deps = problem["required_dependencies"]
-    tns = runner.trusted_namespace(deps)
-    gold_ns = {"__name__": "__main__", "cmp_tuple_or_list": runner.cmp_tuple_or_list}
+    tns = trusted_namespace(deps)
+    gold_ns = {"__name__": "__main__", "cmp_tuple_or_list": cmp_tuple_or_list}
     exec(compile(deps, "<required_dependencies>", "exec"), gold_ns)
     steps, errors, disagreements, copies = [], [], [], 0
     pid = problem["problem_id"]
@@ -175,13 +187,13 @@ def _derive_problem(problem, progress, perturbed=False):
             mine = published[index] if published is not None and index < len(published) else None
             try:
                 if gold is None:
-                    p = runner.plan(snippet, tns)
+                    p = plan(snippet, tns)
                     target, records = (mine if p["sites"] else None), None
                 else:
-                    target, records = runner.derive_case(snippet, step_ns, tns)
+                    target, records = derive_case(snippet, step_ns, tns)
             except MemoryError:
                 raise
-            except runner.PlanError as exc:
+            except PlanError as exc:
                 errors.append(_error(pid, step["step_id"], index + 1,
                                      "derive", "unsupported test: %s" % exc))
                 continue
@@ -207,7 +219,7 @@ def _derive_problem(problem, progress, perturbed=False):
                                           "test": index + 1, "why": why})
                 if mine is not None:
                     target = mine
-            if gold is None and target is None and runner.plan(snippet, tns)["sites"]:
+            if gold is None and target is None and plan(snippet, tns)["sites"]:
                 errors.append(_error(pid, step["step_id"], index + 1, "derive",
                                      "the targets file has no value for this test"))
                 continue
@@ -222,12 +234,13 @@ def _derive_problem(problem, progress, perturbed=False):
                     continue
                 seed = zlib.crc32(("%s/%s/%d" % (pid, step["step_id"], index)).encode())
                 try:
-                    copy, _reason = runner.perturbed_case(
-                        case["test"], step_ns, tns, seed, runner.step_functions(gold))
+                    copy, _reason = perturbed_case(
+                        case["test"], step_ns, tns, seed, step_functions(gold))
                     if copy is not None:
                         # Graded after the step's own cases, in the same namespace.
-                        runner._np().random.seed(0)
-                        runner.derive_case(copy["test"], step_ns, tns)
+                        import numpy
+                        numpy.random.seed(0)
+                        derive_case(copy["test"], step_ns, tns)
                 except MemoryError:
                     raise
                 except Exception:  # noqa: BLE001 (a copy that cannot be made is left out)
@@ -373,7 +386,8 @@ def derive(problems_path, out_path, timeout, memory_mb, verify, perturbed=False)
         problems = json.load(f)["problems"]
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     os.chmod(HERE, 0o755)
-    os.chmod(RUNNER, 0o644)
+    for path in OURS:
+        os.chmod(path, 0o644)
     results, errors, timings, disagreements = {}, [], {}, []
 
     def save():
@@ -437,7 +451,8 @@ def check(cases_path, solution_path):
             dst.write(src.read())
         os.chmod(solution, 0o644)
         os.chmod(HERE, 0o755)
-        os.chmod(RUNNER, 0o644)
+        for path in OURS:
+            os.chmod(path, 0o644)
         result = os.path.join(hidden, "result.json")
         subprocess.run([sys.executable, "-I", RUNNER, copy, solution, result],
                        stdout=subprocess.DEVNULL)

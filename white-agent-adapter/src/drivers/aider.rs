@@ -12,7 +12,9 @@
 
 use serde_json::json;
 
-use super::{ConfigFile, Driver, DriverError, DriverOptions, LaunchPlan, Plan, Staging, python_cli, required_model};
+use super::{
+    ConfigFile, Driver, DriverError, DriverOptions, Plan, Staging, python_module, required_model,
+};
 use crate::parse::{Dialect, EventState, Events, PlainState, RunState, Terminal};
 use crate::trajectory::{ObservationResult, StepMetrics, StepSource, ToolCall};
 
@@ -35,13 +37,16 @@ impl Driver for Aider {
         check_binaries: bool,
     ) -> Result<Plan, DriverError> {
         let model = required_model(options)?;
-        let (program, mut env) = python_cli(options, check_binaries)?;
+        let mut plan = python_module(options, check_binaries, "aider", Dialect(&AiderText))?;
         let state = options.state_dir.join("aider");
         let home = options.state_dir.join("home");
-        env.insert("AIDER_CHECK_UPDATE".to_owned(), "false".to_owned());
-        env.insert("AIDER_ANALYTICS".to_owned(), "false".to_owned());
+        plan.env
+            .insert("AIDER_CHECK_UPDATE".to_owned(), "false".to_owned());
+        plan.env
+            .insert("AIDER_ANALYTICS".to_owned(), "false".to_owned());
         let path = |name: &str| state.join(name).to_string_lossy().into_owned();
-        let mut args: Vec<String> = ["-m", "aider", "--model"].map(str::to_owned).to_vec();
+        let args = &mut plan.args;
+        args.push("--model".to_owned());
         args.push(format!("openai/{model}"));
         args.extend(
             [
@@ -66,20 +71,13 @@ impl Driver for Aider {
         args.push("--input-history-file".to_owned());
         args.push(path("input.history"));
         args.extend(["--message".to_owned(), instruction.to_owned()]);
-        Ok(Plan::Run(LaunchPlan {
-            program,
-            args,
-            env,
-            cwd: options.workspace.clone(),
-            dialect: Dialect(&AiderText),
-            // A model list in Aider's cache: it would otherwise download one at every start.
-            files: vec![ConfigFile {
-                path: home.join(".aider/caches/model_prices_and_context_window.json"),
-                contents: "{\"research-bench\": {}}\n".to_owned(),
-            }],
-            dirs: vec![home, state],
-            transcript: None,
-        }))
+        // A model list in Aider's cache: it would otherwise download one at every start.
+        plan.files = vec![ConfigFile {
+            path: home.join(".aider/caches/model_prices_and_context_window.json"),
+            contents: "{\"research-bench\": {}}\n".to_owned(),
+        }];
+        plan.dirs = vec![home, state];
+        Ok(Plan::Run(plan))
     }
 }
 

@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::{Driver, DriverError, DriverOptions, LaunchPlan, Plan, Staging, python_cli, required_model};
+use super::{Driver, DriverError, DriverOptions, Plan, Staging, python_module, required_model};
 use crate::parse::{
     Dialect, EventState, Events, RunState, Terminal, content_text, str_field, summarize_call,
     u64_field,
@@ -37,7 +37,12 @@ impl Driver for MiniSweAgent {
         check_binaries: bool,
     ) -> Result<Plan, DriverError> {
         let model = required_model(options)?;
-        let (program, mut env) = python_cli(options, check_binaries)?;
+        let mut plan = python_module(
+            options,
+            check_binaries,
+            "minisweagent.run.mini",
+            Dialect(&MiniTrajectory),
+        )?;
         let state = options.state_dir.join("mini-swe-agent");
         let transcript = state.join("trajectory.json");
         for (key, value) in [
@@ -45,29 +50,21 @@ impl Driver for MiniSweAgent {
             ("MSWEA_SILENT_STARTUP", "1"),
             ("MSWEA_COST_TRACKING", "ignore_errors"),
         ] {
-            env.insert(key.to_owned(), value.to_owned());
+            plan.env.insert(key.to_owned(), value.to_owned());
         }
-        env.insert(
+        plan.env.insert(
             "MSWEA_GLOBAL_CONFIG_DIR".to_owned(),
             state.join("config").to_string_lossy().into_owned(),
         );
-        let mut args: Vec<String> = ["-m", "minisweagent.run.mini", "-m"]
-            .map(str::to_owned)
-            .to_vec();
+        let args = &mut plan.args;
+        args.push("-m".to_owned());
         args.push(format!("openai/{model}"));
         args.extend(["-y", "--exit-immediately", "-l", "0", "-o"].map(str::to_owned));
         args.push(transcript.to_string_lossy().into_owned());
         args.extend(["-t".to_owned(), instruction.to_owned()]);
-        Ok(Plan::Run(LaunchPlan {
-            program,
-            args,
-            env,
-            cwd: options.workspace.clone(),
-            dialect: Dialect(&MiniTrajectory),
-            files: Vec::new(),
-            dirs: vec![options.state_dir.join("home"), state],
-            transcript: Some(transcript),
-        }))
+        plan.dirs = vec![options.state_dir.join("home"), state];
+        plan.transcript = Some(transcript);
+        Ok(Plan::Run(plan))
     }
 }
 

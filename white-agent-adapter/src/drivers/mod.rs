@@ -323,14 +323,17 @@ pub(crate) fn required_model(options: &DriverOptions) -> Result<String, DriverEr
     })
 }
 
-/// The interpreter and environment of a [`Staging::Packages`] CLI: the container's `python3`
-/// with the staged tree first on `PYTHONPATH`, no bytecode written (the mount is read-only), no
-/// user site, litellm's bundled model list instead of a download, the OpenAI-compatible proxy as
-/// litellm's `OPENAI_API_BASE`.
-pub(crate) fn python_cli(
+/// The launch plan of a [`Staging::Packages`] CLI, `python3 -m MODULE` in the workspace: the
+/// container's `python3` with the staged tree first on `PYTHONPATH`, no bytecode written (the
+/// mount is read-only), no user site, litellm's bundled model list instead of a download, the
+/// OpenAI-compatible proxy as litellm's `OPENAI_API_BASE`. The driver adds its own arguments,
+/// environment, files, folders and transcript.
+pub(crate) fn python_module(
     options: &DriverOptions,
     check_binaries: bool,
-) -> Result<(String, BTreeMap<String, String>), DriverError> {
+    module: &str,
+    dialect: Dialect,
+) -> Result<LaunchPlan, DriverError> {
     let tree = options.agents_dir.join(options.kind.name());
     if check_binaries && !tree.is_dir() {
         return Err(DriverError::Missing {
@@ -356,7 +359,16 @@ pub(crate) fn python_cli(
     env.insert("PYTHONUNBUFFERED".to_owned(), "1".to_owned());
     env.insert("LITELLM_LOCAL_MODEL_COST_MAP".to_owned(), "True".to_owned());
     env.insert("OPENAI_API_BASE".to_owned(), base_url.to_owned());
-    Ok(("python3".to_owned(), env))
+    Ok(LaunchPlan {
+        program: "python3".to_owned(),
+        args: vec!["-m".to_owned(), module.to_owned()],
+        env,
+        cwd: options.workspace.clone(),
+        dialect,
+        files: Vec::new(),
+        dirs: Vec::new(),
+        transcript: None,
+    })
 }
 
 /// Declares the registry: one line per driver, `"name" => Variant(module::Struct)`. Generates

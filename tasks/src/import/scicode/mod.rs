@@ -29,17 +29,15 @@ mod stepwise;
 use sandbox::{Backend, ExecRequest, Limits, NetworkPolicy, Owner, Sandbox, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
-use super::{ImportError, StageToml, TaskDir, TaskToml, io_err, one_dimension};
+use super::{
+    ImportError, StageToml, TaskDir, TaskToml, io_err, one_dimension, write_scicode_runner,
+};
 use crate::spec::{Constraints, Environment, TaskKind};
 
-/// The derive/check script run inside the sandbox.
+/// The derive/check script run inside the sandbox, beside the `scicode_steps` grader's runner
+/// and its modules ([`write_scicode_runner`]): derivation splits snippets exactly as grading
+/// does, and the gold check goes through the runner.
 pub const TARGETS_SCRIPT: &str = include_str!("../scicode_targets.py");
-/// The `scicode_steps` grader's runner: derivation splits snippets exactly as grading does, and
-/// the gold check goes through it (shipped beside [`TARGETS_SCRIPT`]; the copy `rubrics` ships).
-pub const RUNNER_SCRIPT: &str = rubrics::grade::SCICODE_RUNNER;
-
-/// The runner's strict comparisons (`rb_strict.py`), shipped beside it.
-pub const STRICT_SCRIPT: &str = rubrics::grade::RB_STRICT;
 /// Task metadata: the problem's tested steps (both protocols).
 pub const PROBLEM_STEPS_KEY: &str = "problem_steps";
 /// Task metadata: the one step a task grades (step-by-step tasks imported one per step, before
@@ -809,8 +807,7 @@ async fn derive_in_sandbox(
         std::fs::write(&path, bytes).map_err(io_err(&path))
     };
     write("scicode_targets.py", TARGETS_SCRIPT.as_bytes())?;
-    write("scicode_runner.py", RUNNER_SCRIPT.as_bytes())?;
-    write("rb_strict.py", STRICT_SCRIPT.as_bytes())?;
+    write_scicode_runner(staging.path())?;
     write("problems.json", input)?;
     for (index, (_, gold)) in golds.iter().enumerate() {
         if let Some(gold) = gold {
@@ -944,10 +941,7 @@ pub async fn check_in_sandbox(
     let staging = staging_dir()?;
     std::fs::write(staging.path().join("scicode_targets.py"), TARGETS_SCRIPT)
         .map_err(io_err(staging.path()))?;
-    std::fs::write(staging.path().join("scicode_runner.py"), RUNNER_SCRIPT)
-        .map_err(io_err(staging.path()))?;
-    std::fs::write(staging.path().join("rb_strict.py"), STRICT_SCRIPT)
-        .map_err(io_err(staging.path()))?;
+    write_scicode_runner(staging.path())?;
     std::fs::copy(cases, staging.path().join("cases.json")).map_err(io_err(cases))?;
     std::fs::copy(solution, staging.path().join("solution.py")).map_err(io_err(solution))?;
     let timeout = options.timeout;
