@@ -37,7 +37,7 @@ pub fn eval_report(t: &TrialRow) -> Option<serde_json::Value> {
                 .map(|d| {
                     d.iter()
                         .filter_map(Value::as_str)
-                        .filter(|d| !d.starts_with("judge: "))
+                        .filter(|d| !d.starts_with("judge: ") && *d != text)
                         .collect()
                 })
                 .unwrap_or_default();
