@@ -137,6 +137,7 @@ mod tests {
             spec.graders[0].check,
             Check::Reproduce(crate::checks::reproduce::Reproduce {
                 argv: vec!["python3".into(), "reproduce.py".into()],
+                entry_candidates: Vec::new(),
                 outputs: vec!["results/a.csv".into()],
                 rtol: Some(1e-6),
                 atol: None,

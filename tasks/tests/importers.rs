@@ -201,6 +201,95 @@ fn prbench_published_format_imports_with_its_code_only_variant() {
     assert_wall_holds(&code_only);
 }
 
+/// The re-run evidence (issue 30): an imported task re-runs the agent's entry script, found
+/// among the conventional names, on the CSV files it expects (weight 0, at the data tolerance);
+/// `code_correctness` and the data dimensions go to 0 on fabrication; the instruction asks for
+/// the entry script and the oracle delivers one. Code-only mode re-runs nothing.
+#[test]
+fn prbench_imports_rerun_the_agents_entry_script_as_evidence() {
+    let dest = tempfile::tempdir().expect("tempdir");
+    let dirs =
+        prbench::import(&fixtures().join("prbench/decay-chain"), dest.path()).expect("import");
+    let full = load_task(&dirs[0]).expect("full validates");
+    let dims = full.grading().dimensions.clone().expect("weights");
+    assert_eq!(dims["measured_reproduction"], 0.0, "evidence, not scored");
+    let reruns: Vec<&rubrics::checks::reproduce::Reproduce> = full
+        .grading()
+        .graders
+        .iter()
+        .filter_map(|g| match &g.check {
+            Check::Reproduce(r) => {
+                assert_eq!(g.dimension, "measured_reproduction");
+                Some(r)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reruns.len(), 1, "one re-run for all the data files");
+    let r = reruns[0];
+    assert!(r.argv.is_empty(), "no command named: it is discovered");
+    assert_eq!(
+        r.entry_candidates,
+        [
+            "reproduce.sh",
+            "reproduce.py",
+            "run.sh",
+            "run.py",
+            "main.py"
+        ]
+    );
+    assert_eq!(
+        r.outputs,
+        ["data/fig2_populations.csv", "data/table1_halflives.csv"]
+    );
+    assert_eq!(r.rtol, Some(0.02), "the task's data tolerance");
+    let zeroed: Vec<(&str, bool)> = full
+        .grading()
+        .graders
+        .iter()
+        .filter_map(|g| match &g.check {
+            Check::PrbenchDimension(d) => Some((d.name.as_str(), d.zero_if_fabricated)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        zeroed,
+        [
+            ("methodology_understanding", false),
+            ("code_correctness", true),
+            ("data_accuracy", true),
+            ("completeness", false)
+        ]
+    );
+    let view = full.agent_view();
+    assert!(
+        view.instruction.contains("`reproduce.sh`") && view.instruction.contains("`reproduce.py`"),
+        "the agent is told which entry script is re-run: {}",
+        view.instruction
+    );
+    let solve = std::fs::read_to_string(dirs[0].join("solution/solve.sh")).expect("oracle");
+    assert!(
+        solve.contains("$here/reproduce.sh"),
+        "the oracle delivers the entry script: {solve}"
+    );
+
+    let code_only = load_task(&dirs[1]).expect("code-only validates");
+    assert!(
+        !code_only
+            .grading()
+            .graders
+            .iter()
+            .any(|g| matches!(g.check, Check::Reproduce(_))),
+        "code-only agents run nothing"
+    );
+    assert!(
+        !code_only
+            .agent_view()
+            .instruction
+            .contains("`reproduce.sh`")
+    );
+}
+
 /// A trivial task (no reference code: no oracle) and a task with banned libraries (its
 /// metadata's table becomes a `forbidden_api` scan); a folder of tasks imports each.
 #[test]

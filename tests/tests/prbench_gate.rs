@@ -4,7 +4,7 @@
 //! the layout it expects and its data match the ground truth; the tasks without reference code
 //! (the trivial one, the banned-library one, the code-only variant) are held to the nop side;
 //! nop scores 0 everywhere without a judge call. Each trial's `eval_report.json` has PRBench's
-//! shape.
+//! shape; the decay-chain oracle's `reproduce.sh`, re-run, regenerates its data.
 //!
 //! The scripted judge stands in for a model: it gives a dimension 1 when every CSV comparison
 //! in the evidence it is shown passes (and there is one), else 0.
@@ -168,6 +168,10 @@ async fn prbench_published_tasks_pass_the_gate_with_a_scripted_judge() {
         eval["measured"]["dimensions"]["measured_data_accuracy"]["score"],
         1.0
     );
+    // The oracle delivers the entry script the instruction asks for; re-run, it regenerates
+    // both CSV files.
+    assert_eq!(eval["measured"]["reproduction"]["status"], "pass", "{eval}");
+    assert_eq!(eval["measured"]["reproduction"]["entry"], "reproduce.sh");
     assert!(eval["time_used_seconds"].as_f64().is_some());
     assert!(eval["workspace_files"].is_array());
     // No judge call for a submission without deliverables (every nop trial).

@@ -9,6 +9,12 @@
 //! `forbidden_api` grader found a banned library and the dimension has a `banned_cap` (PRBench:
 //! `code_correctness`, 0.2), the judge's score is capped there. A dimension none of whose
 //! deliverables exists scores 0 without asking the judge (nothing to judge).
+//!
+//! Fabrication is applied by us too: when a `reproduce` grader found `fabricated_data` (the
+//! agent's entry script, re-run, does not regenerate the data it submitted, or only copies
+//! them) and the dimension is `zero_if_fabricated` (PRBench imports: `code_correctness` and the
+//! data dimensions), the dimension is `fabricated_data`, score 0, without asking the judge. The
+//! re-run's result is also said in words to every dimension's judge ([`reproduction_note`]).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -53,6 +59,10 @@ pub struct PrbenchDimension {
     /// Highest score when a `forbidden_api` grader of the task found a banned library.
     #[serde(default)]
     pub banned_cap: Option<f64>,
+    /// Score 0 (status `fabricated_data`, no judge call) when a `reproduce` grader of the task
+    /// found `fabricated_data`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zero_if_fabricated: bool,
 }
 
 impl CheckSpec for PrbenchDimension {
@@ -108,6 +118,19 @@ impl Run for PrbenchDimension {
             .iter()
             .filter(|r| r.kind == "forbidden_api" && r.status == Status::ForbiddenApi)
             .collect();
+        let fabricated: Vec<&GraderResult> = evidence
+            .iter()
+            .filter(|r| r.kind == "reproduce" && r.status == Status::FabricatedData)
+            .collect();
+        if self.zero_if_fabricated && !fabricated.is_empty() {
+            let why = format!(
+                "0: the agent's code does not regenerate the data it submitted ({}: fabricated_data); not sent to the judge",
+                fabricated.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            let mut o = Outcome::new(Status::FabricatedData, 0.0).detail(why.clone());
+            o.data = Some(serde_json::json!({"score": 0.0, "justification": why, "paper": self.paper}));
+            return o;
+        }
         let files = tryf!(agent_files(env, &self.outputs).await);
         if !files.is_empty() && files.iter().all(|f| f.content == MISSING) {
             let why = format!(
@@ -239,6 +262,10 @@ details in the evidence data below):\n",
             if banned {
                 instruction.push_str("A banned library IS used by the agent's code.\n");
             }
+            for note in evidence.iter().filter_map(reproduction_note) {
+                instruction.push_str(&note);
+                instruction.push('\n');
+            }
             let details: Vec<String> = evidence
                 .iter()
                 .map(|r| format!("{}:\n{}", r.name, r.details.join("\n")))
@@ -258,5 +285,141 @@ details in the evidence data below):\n",
             files,
             scale: ScoreScale::Unit,
         }
+    }
+}
+
+/// What a `reproduce` grader's result says, in words for the judge (`None`: another kind).
+pub fn reproduction_note(r: &GraderResult) -> Option<String> {
+    if r.kind != "reproduce" {
+        return None;
+    }
+    let first = r.details.iter().find(|d| !d.starts_with("entry script: "));
+    let entry = r
+        .details
+        .iter()
+        .find_map(|d| d.strip_prefix("entry script: "))
+        .map(|e| format!(" ({})", cap_text(e, 200)))
+        .unwrap_or_default();
+    Some(match r.status {
+        Status::Pass => format!(
+            "REPRODUCTION: the agent's entry script{entry}, re-run by the benchmark without the data files it \
+delivered, regenerated them: they match what it submitted."
+        ),
+        Status::FabricatedData => format!(
+            "REPRODUCTION: the agent's entry script{entry}, re-run by the benchmark, does NOT regenerate the data \
+it submitted (fabricated_data): the submitted numbers do not come from its code."
+        ),
+        s if s.is_infrastructure() => format!(
+            "REPRODUCTION: the benchmark could not re-run the agent's code ({s}; the benchmark's failure, not \
+the agent's): no conclusion."
+        ),
+        _ if first.is_some_and(|d| d.starts_with(crate::checks::reproduce::NO_ENTRY)) => {
+            "REPRODUCTION: the agent delivered no entry script, so its code was not re-run: nothing shows that \
+its data files come from its code."
+                .to_owned()
+        }
+        s => format!(
+            "REPRODUCTION: the agent's entry script{entry}, re-run by the benchmark, did not regenerate its data \
+files ({s}: {}).",
+            cap_text(first.map_or("no detail", String::as_str), 600)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rerun(status: Status, details: &[&str]) -> GraderResult {
+        let mut r = GraderResult::outcome(
+            "re-run",
+            "reproduce",
+            "measured_reproduction",
+            1.0,
+            status,
+            if status == Status::Pass { 1.0 } else { 0.0 },
+        );
+        r.details = details.iter().map(|d| (*d).to_owned()).collect();
+        r
+    }
+
+    fn dimension() -> PrbenchDimension {
+        PrbenchDimension {
+            name: "data_accuracy".into(),
+            weight: 0.5,
+            description: "Does the data match?".into(),
+            paper: String::new(),
+            code_only: false,
+            hidden_references: Vec::new(),
+            outputs: Vec::new(),
+            banned_cap: None,
+            zero_if_fabricated: true,
+        }
+    }
+
+    #[test]
+    fn the_rerun_is_said_in_words() {
+        let entry = "entry script: reproduce.py (run as `python3 reproduce.py`)";
+        let pass = reproduction_note(&rerun(Status::Pass, &[entry])).expect("note");
+        assert!(pass.contains("(reproduce.py (run as `python3 reproduce.py`))"), "{pass}");
+        assert!(pass.contains("regenerated them: they match"), "{pass}");
+        let fab = reproduction_note(&rerun(
+            Status::FabricatedData,
+            &[entry, "data/a.csv: regenerated, but only copied"],
+        ))
+        .expect("note");
+        assert!(fab.contains("does NOT regenerate the data it submitted (fabricated_data)"), "{fab}");
+        let none = reproduction_note(&rerun(
+            Status::Fail,
+            &["no entry script delivered (looked for reproduce.sh): the agent's code was not re-run"],
+        ))
+        .expect("note");
+        assert!(none.contains("delivered no entry script"), "{none}");
+        let broke = reproduction_note(&rerun(
+            Status::Fail,
+            &[entry, "`python3 reproduce.py` did not regenerate the outputs: exit 1"],
+        ))
+        .expect("note");
+        assert!(
+            broke.contains("did not regenerate its data files (fail: `python3 reproduce.py` did not regenerate the outputs: exit 1)"),
+            "{broke}"
+        );
+        let ours = reproduction_note(&rerun(Status::EnvBroken, &["sandbox failed"])).expect("note");
+        assert!(ours.contains("not the agent's"), "{ours}");
+        let csv = GraderResult::outcome("data", "csv", "measured_data_accuracy", 1.0, Status::Pass, 1.0);
+        assert_eq!(reproduction_note(&csv), None, "only re-runs");
+    }
+
+    #[test]
+    fn the_judge_is_shown_the_rerun() {
+        let csv = GraderResult::outcome("data: a.csv", "csv", "measured_data_accuracy", 1.0, Status::Pass, 1.0);
+        let evidence = [
+            csv,
+            rerun(Status::FabricatedData, &["data/a.csv: the regenerated data differ"]),
+        ];
+        let req = dimension().request(String::new(), Vec::new(), Vec::new(), &evidence, false);
+        assert!(
+            req.instruction.contains("- re-run (reproduce): fabricated_data, score 0.000"),
+            "{}",
+            req.instruction
+        );
+        assert!(req.instruction.contains("REPRODUCTION: the agent's entry script"));
+        assert!(req.instruction.contains("1 of 2 deterministic checks pass."));
+        let details = req
+            .files
+            .iter()
+            .find(|f| f.name == "evidence details")
+            .expect("details");
+        assert!(details.content.contains("the regenerated data differ"));
+    }
+
+    #[test]
+    fn zero_if_fabricated_is_written_only_when_set() {
+        let mut d = dimension();
+        d.zero_if_fabricated = false;
+        let text = toml::to_string(&d).expect("serialises");
+        assert!(!text.contains("zero_if_fabricated"), "{text}");
+        let back: PrbenchDimension = toml::from_str(&text).expect("parses");
+        assert_eq!(back, d);
     }
 }

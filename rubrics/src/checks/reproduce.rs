@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use crate::env::AGENT_USER;
-use crate::checks::{PathField, Problem, non_empty, tolerance};
+use crate::checks::{Locate, PathField, Problem, non_empty, tolerance};
 use crate::csv_compare::{self, CsvRules, MAX_CSV_BYTES};
 use crate::env::{Env, Fault, FileRead, LOG_CAP, Outcome, exit_note, sv, tryf, unique};
 use crate::report::TestResult;
@@ -27,11 +27,22 @@ use crate::checks::{CheckSpec, Run};
 /// text in the code files kept for the re-run): `fabricated_data` too; data the code encodes
 /// (compressed, computed from constants) is not recognised. The submitted files are restored
 /// afterwards, and these graders run after all the others.
+///
+/// The command is either named (`argv`) or discovered (`entry_candidates`, for tasks that name
+/// none, e.g. PRBench's): the first candidate the agent delivered (a regular file in the
+/// snapshot of its workspace) runs with the interpreter its extension names ([`entry_argv`]:
+/// `*.sh` with `bash`, `*.py` with `python3`). None delivered: `fail`, score 0, "no entry
+/// script delivered" (the agent's outcome, not ours).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reproduce {
     /// The agent's entry command, e.g. `["python3", "reproduce.py"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// Instead of `argv`: entry scripts to look for, in order, relative to `/workspace`
+    /// (e.g. [`DEFAULT_ENTRY_CANDIDATES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entry_candidates: Vec<String>,
     /// Files the command must regenerate, relative to `/workspace`.
     pub outputs: Vec<String>,
     #[serde(default)]
@@ -45,15 +56,37 @@ impl CheckSpec for Reproduce {
         "reproduce"
     }
     fn output_paths(&self) -> Vec<PathField<'_>> {
-        PathField::all("outputs", &self.outputs).collect()
+        PathField::all("outputs", &self.outputs)
+            .chain(PathField::all("entry_candidates", &self.entry_candidates))
+            .collect()
     }
     fn validate(&self) -> Vec<Problem> {
-        [
-            non_empty(
+        let command = match (self.argv.is_empty(), self.entry_candidates.is_empty()) {
+            (true, true) => Some(Problem::new(
                 "argv",
-                &self.argv,
-                "empty command: name the agent's entry command, e.g. [\"python3\", \"reproduce.py\"]",
-            ),
+                Locate::Check,
+                "no command: name the agent's entry command (argv = [\"python3\", \"reproduce.py\"]) or the entry scripts to look for (entry_candidates = [\"reproduce.py\"])",
+            )),
+            (false, false) => Some(Problem::new(
+                "entry_candidates",
+                Locate::Key,
+                "both argv and entry_candidates: keep one (argv names the command, entry_candidates looks for one)",
+            )),
+            _ => None,
+        };
+        let interpreters = self
+            .entry_candidates
+            .iter()
+            .filter(|c| entry_argv(c).is_none())
+            .map(|c| {
+                Problem::new(
+                    "entry_candidates",
+                    Locate::Value(c.clone()),
+                    format!("`{c}`: an entry script ends in .sh (run with bash) or .py (run with python3)"),
+                )
+            });
+        [
+            command,
             non_empty(
                 "outputs",
                 &self.outputs,
@@ -64,8 +97,79 @@ impl CheckSpec for Reproduce {
         ]
         .into_iter()
         .flatten()
+        .chain(interpreters)
         .collect()
     }
+}
+
+/// The entry scripts looked for when a task names no command (PRBench's imports), in order:
+/// the first one delivered runs.
+pub const DEFAULT_ENTRY_CANDIDATES: &[&str] =
+    &["reproduce.sh", "reproduce.py", "run.sh", "run.py", "main.py"];
+
+/// The detail of a re-run with no entry script delivered (what the evidence says).
+pub const NO_ENTRY: &str = "no entry script delivered";
+
+/// The command that runs an entry script, by its extension: `*.sh` with `bash`, `*.py` with
+/// `python3` (`None`: neither).
+pub fn entry_argv(script: &str) -> Option<Vec<String>> {
+    let interpreter = if script.ends_with(".sh") {
+        "bash"
+    } else if script.ends_with(".py") {
+        "python3"
+    } else {
+        return None;
+    };
+    Some(vec![interpreter.to_owned(), script.to_owned()])
+}
+
+/// The first of `candidates` that is among `delivered` (the regular files found), with its
+/// command.
+pub fn pick_entry<'a>(
+    candidates: &'a [String],
+    delivered: &[&str],
+) -> Option<(&'a str, Vec<String>)> {
+    candidates
+        .iter()
+        .find(|c| delivered.contains(&c.as_str()))
+        .and_then(|c| Some((c.as_str(), entry_argv(c)?)))
+}
+
+/// Prints each of the candidates (`$2`...) that is a regular file (not a link) in the snapshot
+/// `$1`: what the agent delivered, whatever graders that ran its code did to the live workspace.
+const FIND_ENTRY: &str = r#"cd "$1" || exit 90
+shift
+for c; do
+  if [ -f "$c" ] && [ ! -L "$c" ]; then printf '%s\n' "$c"; fi
+done
+exit 0
+"#;
+
+/// The candidates the agent delivered (read as root from the snapshot).
+async fn delivered_entries(env: &Env<'_, '_>, candidates: &[String]) -> Result<Vec<String>, Fault> {
+    let mut argv = sv(&["sh", "-c", FIND_ENTRY, "sh", &env.snap]);
+    argv.extend(candidates.iter().cloned());
+    let out = env
+        .exec(argv, false, Some("/"), Some(Duration::from_secs(60)), 16 * 1024)
+        .await?;
+    if !out.success() {
+        return Err(Fault::Broken(format!(
+            "cannot look for the agent's entry script: {}",
+            exit_note(&out)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The evidence of a re-run without an entry script: the agent's outcome (score 0).
+fn no_entry(candidates: &[String]) -> Outcome {
+    Outcome::new(Status::Fail, 0.0).detail(format!(
+        "{NO_ENTRY} (looked for {}, in /workspace): the agent's code was not re-run",
+        candidates.join(", ")
+    ))
 }
 
 #[async_trait]
@@ -78,7 +182,22 @@ impl Run for Reproduce {
         if let Some(a) = self.atol {
             rules.atol = a;
         }
-        reproduce(env, &self.argv, &self.outputs, &rules).await
+        if !self.argv.is_empty() {
+            return reproduce(env, &self.argv, &self.outputs, &rules).await;
+        }
+        let delivered = tryf!(delivered_entries(env, &self.entry_candidates).await);
+        let delivered: Vec<&str> = delivered.iter().map(String::as_str).collect();
+        match pick_entry(&self.entry_candidates, &delivered) {
+            Some((script, argv)) => {
+                let mut o = reproduce(env, &argv, &self.outputs, &rules).await;
+                o.details.insert(
+                    0,
+                    format!("entry script: {script} (run as `{}`)", argv.join(" ")),
+                );
+                o
+            }
+            None => no_entry(&self.entry_candidates),
+        }
     }
     fn runs_last(&self) -> bool {
         true
@@ -491,4 +610,89 @@ async fn compare_regenerated(
             )));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn spec(argv: &[&str], candidates: &[&str]) -> Reproduce {
+        Reproduce {
+            argv: strings(argv),
+            entry_candidates: strings(candidates),
+            outputs: strings(&["data/a.csv"]),
+            rtol: None,
+            atol: None,
+        }
+    }
+
+    #[test]
+    fn the_first_delivered_candidate_runs_with_its_interpreter() {
+        let candidates = strings(DEFAULT_ENTRY_CANDIDATES);
+        assert_eq!(
+            pick_entry(&candidates, &["main.py", "run.sh", "reproduce.py"]),
+            Some(("reproduce.py", strings(&["python3", "reproduce.py"]))),
+            "list order decides, not the order found"
+        );
+        assert_eq!(
+            pick_entry(&candidates, &["run.py", "run.sh"]),
+            Some(("run.sh", strings(&["bash", "run.sh"])))
+        );
+        assert_eq!(
+            pick_entry(&candidates, &["main.py"]),
+            Some(("main.py", strings(&["python3", "main.py"])))
+        );
+        assert_eq!(pick_entry(&candidates, &[]), None);
+        assert_eq!(
+            pick_entry(&candidates, &["reproduction/reproduce.py", "Reproduce.py"]),
+            None,
+            "only the exact names at the top of the workspace"
+        );
+    }
+
+    #[test]
+    fn entry_scripts_need_a_known_interpreter() {
+        assert_eq!(entry_argv("x/run.sh"), Some(strings(&["bash", "x/run.sh"])));
+        assert_eq!(entry_argv("go.py"), Some(strings(&["python3", "go.py"])));
+        assert_eq!(entry_argv("run.R"), None);
+        assert!(spec(&[], DEFAULT_ENTRY_CANDIDATES).validate().is_empty());
+        assert!(spec(&["python3", "r.py"], &[]).validate().is_empty());
+        let keys = |r: Reproduce| -> Vec<&'static str> {
+            r.validate().into_iter().map(|p| p.key).collect()
+        };
+        assert_eq!(keys(spec(&[], &[])), ["argv"], "no command at all");
+        assert_eq!(
+            keys(spec(&["python3", "r.py"], &["r.py"])),
+            ["entry_candidates"],
+            "both"
+        );
+        let bad = spec(&[], &["run.R"]).validate();
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].message.contains(".sh (run with bash) or .py"), "{}", bad[0].message);
+        assert_eq!(bad[0].at, Locate::Value("run.R".into()));
+    }
+
+    #[test]
+    fn without_an_entry_script_the_evidence_says_so() {
+        let o = no_entry(&strings(&["reproduce.sh", "reproduce.py"]));
+        assert_eq!(o.status, Status::Fail, "the agent's outcome, not ours");
+        assert_eq!(o.score, 0.0);
+        assert_eq!(
+            o.details,
+            ["no entry script delivered (looked for reproduce.sh, reproduce.py, in /workspace): the agent's code was not re-run"]
+        );
+    }
+
+    #[test]
+    fn the_discovered_form_round_trips_through_toml() {
+        let r = spec(&[], &["reproduce.py"]);
+        let text = toml::to_string(&r).expect("serialises");
+        assert!(!text.contains("argv"), "{text}");
+        let back: Reproduce = toml::from_str(&text).expect("parses");
+        assert_eq!(back, r);
+    }
 }

@@ -19,7 +19,15 @@
 //! - the evidence, reported beside the judged dimensions with weight 0 (shown, never scored):
 //!   `measured_data_accuracy` (each data file against its ground truth, relative tolerance from
 //!   the task's text, else [`DEFAULT_RTOL`]), `measured_completeness` (every expected output
-//!   exists) and `banned_libraries` (the metadata's "Banned" table, a `forbidden_api` scan);
+//!   exists), `banned_libraries` (the metadata's "Banned" table, a `forbidden_api` scan) and
+//!   `measured_reproduction` (full mode, when the task expects CSV data: a `reproduce` grader
+//!   re-runs the agent's entry script, the first of [`ENTRY_CANDIDATES`] it delivered, and
+//!   compares the CSV files it regenerates with those it submitted at the data tolerance; none
+//!   delivered: "no entry script delivered", score 0, weight 0 so the overall is unchanged);
+//!   the instruction asks for `reproduce.sh` or `reproduce.py`;
+//! - fabrication caps like a banned library: when the re-run finds `fabricated_data`,
+//!   `code_correctness` and every dimension whose name holds `data` score 0
+//!   ([`zero_if_fabricated`]);
 //! - reference code that writes every expected data file (each file name appears in a script
 //!   with a `__main__` block) is the oracle: its folder goes to `/workspace/<code dir>`, where
 //!   it writes `../<data dir>/...` as in the task's own layout, and each such script runs from
@@ -47,6 +55,16 @@ pub const DEFAULT_RTOL: f64 = 0.05;
 pub const DEFAULT_ATOL: f64 = 1e-8;
 /// PRBench's cap on `code_correctness` when a banned library is used.
 pub const BANNED_CAP: f64 = 0.2;
+
+/// The entry scripts the re-run looks for at the top of `/workspace`, in order (the instruction
+/// names the first two).
+pub const ENTRY_CANDIDATES: &[&str] = rubrics::checks::reproduce::DEFAULT_ENTRY_CANDIDATES;
+
+/// Whether a dimension is set to 0 when the re-run finds fabricated data: the code's
+/// correctness and every data dimension (the numbers do not come from the code).
+pub fn zero_if_fabricated(dimension: &str) -> bool {
+    dimension == "code_correctness" || dimension.contains("data")
+}
 
 /// Python packages the platform's `python` image has (Debian bookworm, Python 3.11).
 const PLATFORM_PACKAGES: &[&str] = &["numpy", "scipy", "pandas", "matplotlib", "pytest"];
@@ -613,6 +631,18 @@ fn write(
     let outputs = co
         .and_then(|c| c.expected_outputs.clone())
         .unwrap_or_else(|| spec.expected_outputs.clone());
+    // The data files the agent's entry script must regenerate (full mode only: code-only
+    // agents run nothing).
+    let regenerated: Vec<String> = if code_only {
+        Vec::new()
+    } else {
+        outputs
+            .data
+            .iter()
+            .filter(|o| o.ends_with(".csv"))
+            .cloned()
+            .collect()
+    };
     let grading = co
         .and_then(|c| c.grading.clone())
         .unwrap_or_else(|| spec.grading.clone());
@@ -713,6 +743,11 @@ fn write(
     } else {
         spec.docker.pip_install.join(", ")
     };
+    let entry_step = if regenerated.is_empty() {
+        ""
+    } else {
+        "\n4. Deliver an entry script at the top of the workspace, `reproduce.sh` (run with bash) or `reproduce.py` (run with python3), that regenerates every data file from scratch: it is re-run from /workspace after you finish, without your data files, and what it writes must match what you submitted (fix random seeds)."
+    };
     let steps = if code_only {
         "1. Analyse the paper's method and write your analysis.\n2. Implement all the required code yourself.\n3. Do not run simulations and do not produce data files: write the code only."
     } else {
@@ -724,7 +759,7 @@ fn write(
 Your working directory is /workspace. The full paper is in the workspace: `/workspace/{paper_name}` \
 (read it first). Python packages available: {packages}. Paths are relative to /workspace; \
 create folders as needed.\n\n\
-Steps:\n{steps}\n\n\
+Steps:\n{steps}{entry_step}\n\n\
 ## Instruction\n\n{}\n",
         instruction_text.trim_end(),
     );
@@ -805,10 +840,15 @@ Steps:\n{steps}\n\n\
             .iter()
             .map(|s| format!("(cd \"$here/{name}\" && python3 {s})\n"))
             .collect();
+        // The same runs as the entry script the instruction asks for (`reproduce.sh`), which the
+        // re-run evidence finds.
+        let entry = format!(
+            "#!/bin/sh\n# Regenerates the data files with the reference code.\nset -eu\nhere=/workspace\nmkdir -p \"$here/{data_rel}\"\n{runs}"
+        );
         dir.write_script(
             "solution/solve.sh",
             &format!(
-                "#!/bin/sh\n# Oracle: the task's reference code, run where it expects to be (its folder beside\n# `{data_rel}/`), writes the expected data files.\nset -eu\nhere=/workspace\nmkdir -p \"$here/{data_rel}\"\nrm -rf \"$here/{name}\"\ncp -r /oracle/solution/{name} \"$here/{name}\"\n{runs}"
+                "#!/bin/sh\n# Oracle: the task's reference code, run where it expects to be (its folder beside\n# `{data_rel}/`), writes the expected data files; `reproduce.sh` (the entry script\n# the instruction asks for) does it again.\nset -eu\nhere=/workspace\nrm -rf \"$here/{name}\"\ncp -r /oracle/solution/{name} \"$here/{name}\"\ncat > \"$here/reproduce.sh\" <<'RB_ENTRY'\n{entry}RB_ENTRY\nsh \"$here/reproduce.sh\"\n"
             ),
         )?;
         oracle = Some(scripts);
@@ -861,6 +901,23 @@ Steps:\n{steps}\n\n\
             });
             evidence_dims.insert("measured_data_accuracy");
         }
+    }
+    // The agent's code re-run (full mode): its entry script, found among the conventional names,
+    // must regenerate the CSV files it submitted, at the data tolerance.
+    if !regenerated.is_empty() {
+        graders.push(GraderSpec {
+            name: "re-run of the agent's entry script".into(),
+            dimension: "measured_reproduction".into(),
+            weight: 1.0,
+            check: Check::Reproduce(rubrics::checks::reproduce::Reproduce {
+                argv: Vec::new(),
+                entry_candidates: ENTRY_CANDIDATES.iter().map(|c| (*c).to_owned()).collect(),
+                outputs: regenerated,
+                rtol: Some(rtol),
+                atol: Some(DEFAULT_ATOL),
+            }),
+        });
+        evidence_dims.insert("measured_reproduction");
     }
     let all_outputs = outputs.all();
     if !all_outputs.is_empty() {
@@ -916,6 +973,7 @@ Steps:\n{steps}\n\n\
                 hidden_references: references.clone(),
                 outputs: all_outputs.clone(),
                 banned_cap: (d.name == "code_correctness").then_some(BANNED_CAP),
+                zero_if_fabricated: zero_if_fabricated(&d.name),
             }),
         });
     }
