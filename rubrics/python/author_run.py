@@ -12,7 +12,8 @@ few milliseconds at the uid's processes for one whose program or arguments are w
 programs (a process seen again after an exec is looked at again). What the script's children write to the pipe after that cannot take a line back.
 The script's standard output goes to standard error (beside its own), so this process's standard
 output carries only the report, {"events": [{"how", "path"}], "outlived": [{"pid", "exe"}]},
-which no process of the uid can write to; the exit status is the script's.
+which no process of the uid can write to, and "reaped": true once every process of the uid was
+killed at the end (`kill -9 -1` with its rights); the exit status is the script's.
 
 This process is the script's subreaper: a process of the script's whose parent ended before it
 (a daemon, a child left running) becomes ours and is listed under "outlived" (those still
@@ -140,6 +141,37 @@ def exe_of(pid):
         return "?"
 
 
+def reap(uid, gid):
+    """Kills every process of the uid at once (`kill -9 -1` with its rights, from a child of
+    ours: what a process forked meanwhile cannot escape), so the caller needs no exec of its
+    own for it. Whether it was done."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # nothing of the uid's left
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return False
+    # Children the reaped processes left to us (we are their subreaper): collected.
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def main():
     uid, gid = int(sys.argv[1]), int(sys.argv[2])
     roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
@@ -212,6 +244,7 @@ def main():
             os.kill(int(p), signal.SIGKILL)
         except OSError:
             pass
+    reaped = reap(uid, gid)
     for line in buf.decode("utf-8", "replace").splitlines():
         try:
             e = json.loads(line)
@@ -223,7 +256,8 @@ def main():
     for e in events:
         if e not in uniq:
             uniq.append(e)
-    sys.stdout.write(json.dumps({"events": uniq[:50], "outlived": outlived[:20]}))
+    sys.stdout.write(json.dumps({"events": uniq[:50], "outlived": outlived[:20],
+                                 "reaped": reaped}))
     sys.stdout.flush()
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))

@@ -349,7 +349,28 @@ impl Env<'_, '_> {
         path: &str,
         cap: usize,
     ) -> Result<FileRead, Fault> {
-        let script = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
+        self.read_file_script(user, READ, path, cap).await
+    }
+
+    /// [`Env::reap`] of `user` (not root) and [`Env::read_file_as`] that user in one exec: every
+    /// process of the user is killed before the file is read.
+    pub async fn reap_then_read_as(
+        &self,
+        user: &str,
+        path: &str,
+        cap: usize,
+    ) -> Result<FileRead, Fault> {
+        debug_assert_ne!(user, "root", "kill -9 -1 as root would end the sandbox");
+        self.read_file_script(user, REAP_THEN_READ, path, cap).await
+    }
+
+    async fn read_file_script(
+        &self,
+        user: &str,
+        script: &str,
+        path: &str,
+        cap: usize,
+    ) -> Result<FileRead, Fault> {
         let out = self
             .exec_as(
                 user,
@@ -376,6 +397,12 @@ impl Env<'_, '_> {
         Ok(FileRead::Bytes(out.stdout))
     }
 }
+
+/// Reads `$1` (at most `$2` bytes): exit 3 when it is no regular file, 4 when unreadable.
+const READ: &str = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
+/// [`READ`] after killing every other process of the exec's user.
+const REAP_THEN_READ: &str =
+    "kill -9 -1 2>/dev/null; test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
 
 /// `base/rel`, tolerating a leading `./` or `/` in `rel`.
 pub(crate) fn join(base: &str, rel: &str) -> String {

@@ -194,3 +194,41 @@ async fn data_written_verbatim_in_the_code_is_fabricated_not_regenerated() {
         }
     }
 }
+
+#[tokio::test]
+async fn nothing_of_a_task_author_script_runs_once_its_grader_ended() {
+    // The script leaves a daemon (new session, parent gone) and a plain background child;
+    // the wrapper kills the author uid's processes itself (no reap exec of ours follows).
+    let g = Grading::new(
+        "python",
+        &[("out.txt", &b"x\n"[..])],
+        &[(
+            "check.sh",
+            b"#!/bin/sh\nsleep 60 &\nsetsid sh -c 'sleep 60 & sleep 60' </dev/null >/dev/null 2>&1 &\nsleep 0.2\nexit 0\n",
+        )],
+    )
+    .await;
+    let r = g
+        .grade(
+            "[[graders]]\nname = \"check\"\ndimension = \"task_completeness\"\ncheck = { kind = \"command\", argv = [\"sh\", \"{hidden}/check.sh\"] }\n",
+            None,
+            BUDGET,
+        )
+        .await;
+    let left = g
+        .sh("for p in /proc/[0-9]*; do [ \"$(stat -c %u $p 2>/dev/null)\" = 2000 ] && echo $p; done; true")
+        .await;
+    g.remove().await;
+    println!("{}", serde_json::to_string_pretty(&r).expect("json"));
+    assert_eq!(
+        grader(&r, "check").status,
+        Status::Pass,
+        "{:?}",
+        grader(&r, "check").details
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "processes of the author's uid left running"
+    );
+}

@@ -64,7 +64,7 @@ impl AuthorRun {
 }
 
 /// Runs `argv` of the task author's with exactly `vars` in `run`'s folder (`run` prepared as
-/// [`AUTHOR_USER`]); kills the uid's leftovers afterwards.
+/// [`AUTHOR_USER`]); the uid's leftovers are killed afterwards (by the wrapper, else here).
 pub(crate) async fn exec_author(
     env: &Env<'_, '_>,
     run: &AgentRun,
@@ -92,10 +92,18 @@ pub(crate) async fn exec_author(
     let out = env
         .exec_as("root", wrapped, vars, Some(&run.dir), None, LOG_CAP)
         .await;
-    env.reap(AUTHOR_USER).await;
-    let out = out?;
     // The wrapper's standard output is its report alone (the script's goes to stderr).
-    let report = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default();
+    let report = out.as_ref().map_or_else(
+        |_| serde_json::Value::Null,
+        |o| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default(),
+    );
+    // The wrapper killed the uid's processes itself once the script ended (one exec fewer);
+    // cut short, failed to, or never answering: we do.
+    let reaped = matches!(&out, Ok(o) if !o.timed_out && !o.oom_killed) && report["reaped"] == true;
+    if !reaped {
+        env.reap(AUTHOR_USER).await;
+    }
+    let out = out?;
     let outlived = report["outlived"]
         .as_array()
         .into_iter()

@@ -396,8 +396,13 @@ async fn reproduce(
             LOG_CAP,
         )
         .await;
-    // Nothing of the agent's keeps running while we compare.
-    env.reap(AGENT_USER).await;
+    // Nothing of the agent's keeps running while we compare: the first read of a regenerated
+    // output (as the agent's uid) kills its processes first, in the same exec; without such a
+    // read, an exec of its own does.
+    let mut reap_pending = matches!(&run, Ok(r) if r.success()) && submitted.iter().any(|s| *s);
+    if !reap_pending {
+        env.reap(AGENT_USER).await;
+    }
     let run = match run {
         Ok(r) => r,
         Err(f) => {
@@ -422,7 +427,10 @@ async fn reproduce(
                 "not checked: the command did not finish successfully".to_owned(),
             )
         } else {
-            match compare_regenerated(env, &format!("{dir}/{i}"), &paths[i], rules).await {
+            let reap_first = std::mem::take(&mut reap_pending);
+            match compare_regenerated(env, &format!("{dir}/{i}"), &paths[i], rules, reap_first)
+                .await
+            {
                 Err(f) => {
                     fault = Some(f);
                     break;
@@ -452,6 +460,10 @@ async fn reproduce(
             details.push(format!("{rel}: {msg}"));
         }
         tests.push(TestResult::new(rel.clone(), status).with_message(msg));
+    }
+    if reap_pending || fault.is_some() {
+        // No read killed them (or it may not have run): before the workspace is rebuilt.
+        env.reap(AGENT_USER).await;
     }
     let restored = restore(env, &dir, &runlog, &paths).await;
     if let Some(f) = fault {
@@ -517,8 +529,16 @@ async fn compare_regenerated(
     submitted: &str,
     regenerated: &str,
     rules: &CsvRules,
+    reap_first: bool,
 ) -> Result<Verdict, Fault> {
-    let regen = match env.read_file_as(AGENT_USER, regenerated, MAX_CSV_BYTES).await? {
+    let read = if reap_first {
+        env.reap_then_read_as(AGENT_USER, regenerated, MAX_CSV_BYTES)
+            .await?
+    } else {
+        env.read_file_as(AGENT_USER, regenerated, MAX_CSV_BYTES)
+            .await?
+    };
+    let regen = match read {
         FileRead::Missing => {
             return Ok(Verdict::NotProduced(
                 "the command finished but did not write this file".into(),
