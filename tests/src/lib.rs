@@ -223,6 +223,17 @@ pub struct AgentCreations {
 
 impl AgentCreations {
     pub async fn watch(run_id: &str) -> AgentCreations {
+        Self::watch_event(run_id, "create").await
+    }
+
+    /// Like [`AgentCreations::watch`], for the agent containers *started*: a create a killed
+    /// green agent had in flight can complete after its successor looked (docs/resume.md); such
+    /// a container is never started (the dead process cannot ask) and is reaped at the end.
+    pub async fn watch_starts(run_id: &str) -> AgentCreations {
+        Self::watch_event(run_id, "start").await
+    }
+
+    async fn watch_event(run_id: &str, event: &str) -> AgentCreations {
         let mut child = SupervisedChild::spawn(ChildSpec {
             program: "docker".into(),
             args: vec![
@@ -230,7 +241,7 @@ impl AgentCreations {
                 "--filter".into(),
                 "type=container".into(),
                 "--filter".into(),
-                "event=create".into(),
+                format!("event={event}"),
                 "--filter".into(),
                 format!("label={}={run_id}", sandbox::labels::RUN),
                 "--format".into(),
