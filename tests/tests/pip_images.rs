@@ -52,18 +52,7 @@ async fn a_prbench_task_with_pip_install_gets_its_image_once_and_the_oracle_scor
     let dest = tempfile::tempdir().expect("tempdir");
     let tasks = dest.path().join("tasks");
     let src = repo_root().join("tasks/tests/fixtures/prbench_pip/table-format");
-    let out = run_green(
-        &[
-            "tasks",
-            "import",
-            "prbench",
-            &src.display().to_string(),
-            &tasks.display().to_string(),
-        ],
-        &BTreeMap::new(),
-        Duration::from_secs(900),
-    )
-    .await;
+    let out = import_prbench(&src, &tasks, Duration::from_secs(900)).await;
     out.assert_success();
     let at_import = pip_image_lines(&out.stderr);
     let tag = at_import
@@ -231,18 +220,7 @@ async fn a_package_not_on_pypi_is_refused_at_import_by_name() {
         .replace("    - tabulate\n", "    - rb-no-such-package-zq7\n");
     std::fs::write(&yaml, text).expect("write");
     let dest = work.path().join("tasks");
-    let out = run_green(
-        &[
-            "tasks",
-            "import",
-            "prbench",
-            &src.display().to_string(),
-            &dest.display().to_string(),
-        ],
-        &BTreeMap::new(),
-        Duration::from_secs(300),
-    )
-    .await;
+    let out = import_prbench(&src, &dest, Duration::from_secs(300)).await;
     assert!(!out.exit.success(), "{}\n{}", out.stdout, out.stderr);
     let all = format!("{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -254,4 +232,24 @@ async fn a_package_not_on_pypi_is_refused_at_import_by_name() {
         .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "the refused task is not left: {left:?}");
+}
+
+/// `green-agent tasks import prbench SRC DEST`.
+async fn import_prbench(
+    src: &std::path::Path,
+    dest: &std::path::Path,
+    timeout: Duration,
+) -> e2e_tests::CliOutput {
+    run_green(
+        &[
+            "tasks",
+            "import",
+            "prbench",
+            &src.display().to_string(),
+            &dest.display().to_string(),
+        ],
+        &BTreeMap::new(),
+        timeout,
+    )
+    .await
 }
