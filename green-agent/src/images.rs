@@ -57,9 +57,8 @@ type Started = (String, usize, tokio::task::JoinHandle<Result<(), String>>);
 /// builds still running (their `mmdebstrap` is killed; the next start cleans up).
 #[derive(Default)]
 pub struct ImageBuilds {
-    builds: BTreeMap<String, Build>,
-    /// Each build's rank (see [`ImageBuilds::rank`]), in `builds`' order.
-    order: Vec<usize>,
+    /// Each build with its rank (see [`ImageBuilds::rank`]).
+    builds: BTreeMap<String, (Build, usize)>,
     handles: Vec<tokio::task::AbortHandle>,
 }
 
@@ -82,15 +81,12 @@ impl Drop for ImageBuilds {
 impl ImageBuilds {
     /// The builds started: `(tag, recipe size, task)`; a smaller recipe ranks first.
     fn new(started: Vec<Started>) -> Self {
-        let mut by_size: Vec<(&str, usize)> =
-            started.iter().map(|(t, n, _)| (t.as_str(), *n)).collect();
+        let mut by_size: Vec<(String, usize)> =
+            started.iter().map(|(t, n, _)| (t.clone(), *n)).collect();
         by_size.sort_by_key(|(_, n)| *n);
         let mut builds = ImageBuilds::default();
-        let mut ranks = BTreeMap::new();
-        for (i, (tag, _)) in by_size.iter().enumerate() {
-            ranks.insert((*tag).to_owned(), i + 1);
-        }
         for (tag, _, task) in started {
+            let rank = 1 + by_size.iter().position(|(t, _)| *t == tag).unwrap_or(0);
             builds.handles.push(task.abort_handle());
             let build = async move {
                 task.await
@@ -98,9 +94,8 @@ impl ImageBuilds {
             }
             .boxed()
             .shared();
-            builds.builds.insert(tag, build);
+            builds.builds.insert(tag, (build, rank));
         }
-        builds.order = builds.builds.keys().map(|t| ranks[t]).collect();
         builds
     }
 
@@ -108,7 +103,7 @@ impl ImageBuilds {
     /// why its build failed.
     pub async fn ready(&self, tag: &str) -> Result<(), String> {
         match self.builds.get(tag) {
-            Some(build) => build.clone().await,
+            Some((build, _)) => build.clone().await,
             None => Ok(()),
         }
     }
@@ -116,15 +111,12 @@ impl ImageBuilds {
     /// When the image `tag` is built, in the order trials should start: 0 for an image that
     /// exists, then the builds from the smallest recipe up (they finish in about that order).
     pub fn rank(&self, tag: &str) -> usize {
-        self.builds
-            .keys()
-            .position(|t| t == tag)
-            .map_or(0, |i| self.order[i])
+        self.builds.get(tag).map_or(0, |(_, rank)| *rank)
     }
 
     /// The first failed build: `(tag, reason)` (builds still running count as not failed).
     pub fn failed(&self) -> Option<(String, String)> {
-        self.builds.iter().find_map(|(tag, b)| match b.peek() {
+        self.builds.iter().find_map(|(tag, (b, _))| match b.peek() {
             Some(Err(reason)) => Some((tag.clone(), reason.clone())),
             _ => None,
         })
