@@ -181,7 +181,7 @@ fn bad_tasks_fail_with_precise_messages() {
             )],
             line: Some(30),
             field: "grading.graders[1].check.argv",
-            message: "empty command",
+            message: "no command: name the agent's entry command",
         },
         Case {
             name: "reproduce without outputs",
