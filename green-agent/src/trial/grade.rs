@@ -2,10 +2,11 @@
 //! the agent's output files at `/workspace` and the held-out files at `/grader/hidden`, then
 //! `rubrics::grade`.
 //!
-//! The container is created empty while the agent runs ([`create`]: no network, nothing of the
-//! agent's, nothing held-out); everything it needs goes in as ONE upload ([`grade`]: workspace,
-//! outputs, held-out files, scratch and our harness) only once no process of the agent's runs
-//! (its sandbox stopped, or removed).
+//! The container is created while the agent runs ([`create`]: no network, nothing of the
+//! agent's) and gets the task's own files then ([`stage_task_files`]: workspace, held-out files,
+//! scratch, our harness, the task's inputs: one upload off the trial's critical path; the agent's
+//! sandbox cannot reach this container). The agent's outputs go in as a second upload ([`grade`])
+//! only once no process of the agent's runs (its sandbox stopped, or removed).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,6 +66,35 @@ pub(crate) async fn prewarm(
     rubrics::grade::prewarm_probes(input.task.grading(), &ctx).await
 }
 
+/// Where the task's own inputs are kept in the grading sandbox (root-owned).
+fn inputs_dir() -> String {
+    format!("{GRADER_WORK}/inputs")
+}
+
+/// Uploads the task's own files into `sb` (from [`create`]) while the agent runs: the task's
+/// workspace at `/workspace`, the held-out files, a scratch folder for graders (reports, JUnit
+/// XML) with our harness in it, and the task's inputs again, root-owned (what the agent left
+/// unchanged is not its data: `reproduce` re-runs with its code and these only; the
+/// forbidden-API scan skips them). Nothing of the agent's: its outputs follow in [`grade`].
+pub(crate) async fn stage_task_files(
+    input: &TrialInput,
+    sb: &dyn Sandbox,
+) -> Result<(), InfraError> {
+    let view = input.task.agent_view();
+    let scratch = tempfile::tempdir().map_err(io("creating a scratch folder"))?;
+    let harness = rubrics::grade::Harness::write().map_err(io("writing the grading harness"))?;
+    let mut items = vec![CopyIn::new(view.workspace.dir(), WORKSPACE)];
+    // Held-out files enter only here: a fresh grading container, never an agent's.
+    if let Some(dir) = input.task.held_out().dir() {
+        items.push(CopyIn::new(dir, GRADER_HIDDEN));
+    }
+    items.push(CopyIn::new(scratch.path(), GRADER_WORK));
+    items.push(harness.copy_in(GRADER_WORK));
+    items.push(CopyIn::new(view.workspace.dir(), inputs_dir()).owned_by(0, 0));
+    sb.copy_in_many(&items).await?;
+    Ok(())
+}
+
 /// The grading budget of `input`'s task: the run's `--grade-timeout`, or the task's own when
 /// lower.
 fn budget(env: &RunEnv, input: &TrialInput) -> Duration {
@@ -92,43 +122,30 @@ pub(crate) fn not_collected(
 
 /// Grades `outputs_dir` (the agent's new or changed files) for `input`'s task in `sb` (from
 /// [`create`]). Called only once the agent's sandbox is stopped or removed. The graders run
-/// once `prewarmed` (the end of [`prewarm`] in `sb`): no agent code runs beside a trusted
-/// probe, whose failure would read as the image's.
+/// once `staged` (the end of [`stage_task_files`] then [`prewarm`] in `sb`): no agent code runs
+/// beside a trusted probe, whose failure would read as the image's; the outputs go in over the
+/// task's workspace only then.
 ///
-/// The grading budget counts from here: staging the outputs, their one upload and the wait
-/// for the probes take from it, the graders get what is left. Outputs whose upload does not
-/// fit it are scored 0 as `timeout` (the agent's outcome, not an infrastructure failure).
+/// The grading budget counts from here: staging the outputs, their upload and the wait for the
+/// task's files and the probes take from it, the graders get what is left. Outputs whose upload
+/// does not fit it are scored 0 as `timeout` (the agent's outcome, not an infrastructure
+/// failure).
 pub(crate) async fn grade(
     env: &RunEnv,
     input: &TrialInput,
     sb: &dyn Sandbox,
     outputs_dir: &Path,
-    prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
+    staged: impl std::future::Future<Output = Result<rubrics::grade::Prewarmed, InfraError>>,
 ) -> Result<rubrics::GradeReport, InfraError> {
     let began = Instant::now();
     let budget = budget(env, input);
     let view = input.task.agent_view();
-    // Scratch for graders (reports, JUnit XML) and our harness in it, root-owned.
-    let scratch = tempfile::tempdir().map_err(io("creating a scratch folder"))?;
-    let harness = rubrics::grade::Harness::write().map_err(io("writing the grading harness"))?;
-    let mut items = vec![
-        CopyIn::new(view.workspace.dir(), WORKSPACE),
-        CopyIn::new(outputs_dir, WORKSPACE),
-    ];
-    // Held-out files enter only here: a fresh grading container, never an agent's.
-    if let Some(dir) = input.task.held_out().dir() {
-        items.push(CopyIn::new(dir, GRADER_HIDDEN));
-    }
-    items.push(CopyIn::new(scratch.path(), GRADER_WORK));
-    items.push(harness.copy_in(GRADER_WORK));
-    // The task's own inputs, root-owned: what the agent left unchanged is not its data
-    // (`reproduce` re-runs with its code and these only; the forbidden-API scan skips them).
-    let inputs = format!("{GRADER_WORK}/inputs");
-    items.push(CopyIn::new(view.workspace.dir(), &inputs).owned_by(0, 0));
+    let inputs = inputs_dir();
     let left = |began: Instant| budget.saturating_sub(began.elapsed());
-    // Within the budget: the snapshot graders compare against, built here from the same
-    // folders (a walk of every output: off the runtime, so that the budget can end it; else
-    // the grading takes it in the container), the one upload, the probes.
+    // Within the budget: the snapshot graders compare against, built here from the task's
+    // workspace and the outputs (a walk of every output: off the runtime, so that the budget can
+    // end it; else the grading takes it in the container), then the outputs' upload once the
+    // task's files are in.
     let sources = [
         view.workspace.dir().to_path_buf(),
         outputs_dir.to_path_buf(),
@@ -136,20 +153,19 @@ pub(crate) async fn grade(
     let ready = tokio::time::timeout(left(began), async {
         let snapshot = tokio::task::spawn_blocking(move || {
             rubrics::grade::StagedSnapshot::of(&[sources[0].as_path(), sources[1].as_path()])
-        })
-        .await
-        .ok()
-        .flatten();
+        });
+        let prewarmed = staged.await?;
+        let snapshot = snapshot.await.ok().flatten();
+        let mut items = vec![CopyIn::new(outputs_dir, WORKSPACE)];
         if let Some(s) = &snapshot {
             items.extend(s.copy_ins(GRADER_WORK));
         }
         sb.copy_in_many(&items).await?;
-        let prewarmed = prewarmed.await;
-        Ok::<_, sandbox::SandboxError>((snapshot, prewarmed))
+        Ok::<_, InfraError>((snapshot, prewarmed))
     })
     .await;
     let staged = match ready {
-        Ok(Err(e)) => return Err(e.into()),
+        Ok(Err(e)) => return Err(e),
         Ok(Ok(ready)) => Some(ready),
         Err(_) => None,
     };

@@ -240,19 +240,26 @@ async fn phases(
     notes: &mut Vec<String>,
 ) -> Result<TrialResult, InfraError> {
     let mut log = PhaseLog::new(env, &input.planned);
-    // The grading sandbox is created (empty, no network) while the agent is launched and runs
+    // The grading sandbox is created (no network) while the agent is launched and runs
     // (created after the agent's start instead, it was measured slower: it is then not ready
-    // when collection ends). The graders' trusted probes run in it meanwhile (nothing of the
-    // agent's is there; they also warm its filesystem for the graders); grading may upload
-    // the agent's outputs before they end, but runs no grader (no agent code) before.
+    // when collection ends), and gets the task's own files then (workspace, held-out files,
+    // harness: nothing of the agent's, and the agent's sandbox cannot reach it). The graders'
+    // trusted probes run in it meanwhile (they also warm its filesystem for the graders);
+    // grading uploads the agent's outputs once both are done, and runs no grader (no agent
+    // code) before.
     let (handed, grader) = tokio::sync::oneshot::channel();
-    let (probed, prewarmed) = tokio::sync::oneshot::channel::<rubrics::grade::Prewarmed>();
+    let (probed, prewarmed) =
+        tokio::sync::oneshot::channel::<Result<rubrics::grade::Prewarmed, InfraError>>();
     let grader_side = async {
         match grade::create(env, input).await {
             Ok(sb) => {
                 let sb: std::sync::Arc<dyn sandbox::Sandbox> = sb.into();
                 let _ = handed.send(Ok(sb.clone()));
-                let _ = probed.send(grade::prewarm(env, input, sb.as_ref()).await);
+                let staged = match grade::stage_task_files(input, sb.as_ref()).await {
+                    Ok(()) => Ok(grade::prewarm(env, input, sb.as_ref()).await),
+                    Err(e) => Err(e),
+                };
+                let _ = probed.send(staged);
             }
             Err(e) => {
                 let _ = handed.send(Err(e));
@@ -269,8 +276,14 @@ async fn phases(
         };
         let (prep, parts) = agent?;
         let grader = grader?;
-        // A prewarm that never answered did nothing grading may count on.
-        let prewarmed = async { prewarmed.await.unwrap_or_default() };
+        // A staging that never answered (its side ended) staged nothing grading may count on.
+        let prewarmed = async {
+            prewarmed.await.unwrap_or_else(|_| {
+                Err(InfraError::Grading(
+                    "the grading sandbox's staging of the task's files was abandoned".into(),
+                ))
+            })
+        };
         grade_and_record(env, input, &prep, parts, grader.as_ref(), prewarmed, log).await
     };
     let ((), out) = tokio::join!(grader_side, agent_side);
@@ -357,10 +370,13 @@ async fn agent_phases(
         phases: log.times(),
     };
     reattach::checkpoint(env, input, *number, &parts, &prep.outputs_dir).await;
-    // Invariant: no process of the agent runs before any held-out file is touched: its
-    // container is frozen or stopped (collection did it) or else removed now. Such a one is
-    // removed with the attempt's other leftovers (its network too), after the record.
+    // Invariant: no process of the agent runs once grading touches its outputs or a held-out
+    // file (those sit in the grading sandbox, which the agent's cannot reach): its container
+    // is frozen or stopped (collection did it) or else removed now. A frozen or
+    // stopped one is removed in the background from here (its network after it), while the
+    // trial grades: the command's end then waits for the grading container alone.
     res.release_running_sandboxes().await;
+    res.release_later(env.backend.clone(), &env.teardown);
     Ok((prep, parts))
 }
 
@@ -372,7 +388,7 @@ async fn grade_and_record(
     prep: &Prepared,
     mut parts: Parts,
     grader: &dyn sandbox::Sandbox,
-    prewarmed: impl std::future::Future<Output = rubrics::grade::Prewarmed>,
+    prewarmed: impl std::future::Future<Output = Result<rubrics::grade::Prewarmed, InfraError>>,
     mut log: PhaseLog<'_>,
 ) -> Result<TrialResult, InfraError> {
     // Outputs not collected within their budget: nothing to grade, score 0 (no grade phase).
