@@ -160,7 +160,7 @@ pub struct Prewarmed {
 
 /// Runs the graders' trusted probes in `ctx`'s sandbox ahead of [`grade`], keeping their
 /// successes in `ctx.probes`: for a grading sandbox created from the pristine image while the
-/// agent still runs (nothing of the agent's, nothing held-out in it yet), so no grader waits
+/// agent still runs (nothing of the agent's in it; the task's files may be arriving), so no grader waits
 /// for a probe later. Failures are not kept: [`grade`] asks again. Beside them, the spec's
 /// forbidden modules are made unavailable to the agent's uid (it touches only the image's files
 /// and a root-owned folder in the scratch; nothing of the agent's is needed or present), so that

@@ -255,11 +255,12 @@ async fn phases(
             Ok(sb) => {
                 let sb: std::sync::Arc<dyn sandbox::Sandbox> = sb.into();
                 let _ = handed.send(Ok(sb.clone()));
-                let staged = match grade::stage_task_files(input, sb.as_ref()).await {
-                    Ok(()) => Ok(grade::prewarm(env, input, sb.as_ref()).await),
-                    Err(e) => Err(e),
-                };
-                let _ = probed.send(staged);
+                // Both at once: the probes touch nothing the upload writes.
+                let (files, prewarmed) = tokio::join!(
+                    grade::stage_task_files(input, sb.as_ref()),
+                    grade::prewarm(env, input, sb.as_ref())
+                );
+                let _ = probed.send(files.map(|()| prewarmed));
             }
             Err(e) => {
                 let _ = handed.send(Err(e));
