@@ -313,7 +313,7 @@ async fn one_replica_service(backend: SwarmBackend, image: String) {
         assert!(stdout.contains("no-resolve"), "{stdout}");
         assert_eq!(stdout.matches("no-connect").count(), 3, "{stdout}");
         let err = sb
-            .host_address()
+            .host_endpoint(8700)
             .await
             .expect_err("no address without a network");
         assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
@@ -385,7 +385,7 @@ async fn a_trial_overlay_reaches_the_allowed_host_port_and_the_host_reaches_the_
         assert!(stdout.contains("no-resolve"), "{stdout}");
 
         // The host reaches the sandbox's port 8700 through the relay.
-        let addr = sb.host_address().await.expect("host address");
+        let addr = sb.host_endpoint(8700).await.expect("host endpoint");
         let reply = banner_at(addr, Duration::from_secs(20)).await;
         assert_eq!(reply, "hello from sandbox\n");
 
