@@ -339,6 +339,13 @@ async fn a_trial_overlay_reaches_the_allowed_host_port_and_the_host_reaches_the_
     with_swarm(|backend, image| async move {
         let run = run_id("swarm-net");
         let owner = spec(&image, &run).owner;
+        // No loopback forwarding here: the green agent gives a no-model agent an internal
+        // network instead, and the policy itself is refused before anything is created.
+        assert!(!backend.reaches_loopback().await);
+        let mut lo = spec(&image, &run);
+        lo.network = NetworkPolicy::Loopback;
+        let err = backend.create(lo).await.expect_err("loopback refused");
+        assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
         let (allowed_port, forbidden_port) = host_listeners().await;
         let net = backend
             .create_network(&owner, Some(allowed_port))
