@@ -24,6 +24,10 @@ pub enum SandboxError {
     /// An internal network could not be set up or fenced.
     #[error("network setup failed: {0}")]
     Firewall(String),
+    /// The host cannot reach a [`crate::NetworkPolicy::Loopback`] sandbox's port (its network
+    /// namespace could not be opened, or the forwarder could not listen).
+    #[error("cannot reach the loopback of sandbox `{sandbox}` from the host: {detail}")]
+    Loopback { sandbox: String, detail: String },
     /// Every subnet of the platform's address pool is taken.
     #[error(
         "no free subnet left for a trial network: the pool {pool} ({size} subnets) has {ours} in use by this process and {foreign} overlapping other networks on the engine; remove stale networks (`green-agent reap`), lower the concurrency, or configure a larger or different subnet pool"

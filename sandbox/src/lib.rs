@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -140,6 +140,11 @@ pub enum NetworkPolicy {
     /// No network at all (the default): cannot resolve or connect to anything.
     #[default]
     None,
+    /// Its own loopback only, like [`NetworkPolicy::None`] from the inside (it reaches nothing),
+    /// while the host reaches a port on that loopback at [`Sandbox::host_endpoint`]. For
+    /// backends whose [`Backend::reaches_loopback`] says so (the docker backend, through a
+    /// forwarder into the container's network namespace); others refuse it.
+    Loopback,
     /// Attached to an internal network created by [`Backend::create_network`]: the host can
     /// reach the sandbox's ports, and the sandbox can reach the network's one allowed endpoint
     /// and nothing else.
@@ -383,8 +388,12 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     ) -> Result<CopiedOut, SandboxError>;
     /// The main process's output so far (capped).
     async fn logs(&self, max_bytes: usize) -> Result<String, SandboxError>;
-    /// Address at which the host reaches this sandbox's ports.
-    async fn host_address(&self) -> Result<IpAddr, SandboxError>;
+    /// The address at which the host reaches the sandbox's `port`: its address on its internal
+    /// network, or under [`NetworkPolicy::Loopback`] a host-local forwarder to that port on the
+    /// sandbox's own loopback (started by the first call for the port, stopped with the
+    /// sandbox). A sandbox the host cannot reach ([`NetworkPolicy::None`]) is
+    /// [`SandboxError::InvalidSpec`].
+    async fn host_endpoint(&self, port: u16) -> Result<SocketAddr, SandboxError>;
     /// Whether the main process is still running; its exit code once it is not.
     async fn main_exit(&self) -> Result<Option<i64>, SandboxError>;
     /// Waits until the main process has exited and returns its exit code. Backends that can
@@ -452,6 +461,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         allowed_host_port: Option<u16>,
     ) -> Result<NetworkHandle, SandboxError>;
     async fn remove_network(&self, network: &NetworkHandle) -> Result<(), SandboxError>;
+    /// Whether sandboxes can be created with [`NetworkPolicy::Loopback`] (reached by the host
+    /// without any network). The docker backend: when this process may enter other network
+    /// namespaces (root) and shares the engine's pid namespace; asked once, then remembered.
+    /// Other backends: no (an internal network without an allowed port serves instead).
+    async fn reaches_loopback(&self) -> bool {
+        false
+    }
     /// Removes every object labelled with a run whose owner is dead (its process gone and its
     /// [`OwnerLock`] free), except the agent objects parked for a resume
     /// ([`OwnerLock::parked`]); or all of `run_id`'s when given. Returns how many objects

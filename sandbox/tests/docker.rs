@@ -286,7 +286,7 @@ async fn default_container_has_no_network_at_all() {
     assert!(!stdout.contains("connected"), "{stdout}");
     assert_eq!(stdout.matches("no-connect").count(), 4, "{stdout}");
     let err = sb
-        .host_address()
+        .host_endpoint(8700)
         .await
         .expect_err("no address without a network");
     assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
@@ -372,12 +372,9 @@ async fn internal_network_reaches_only_the_allowed_host_port() {
     assert!(stdout.contains("no-resolve"), "{stdout}");
 
     // The host reaches the sandbox's port at its address on the network.
-    let addr = sb.host_address().await.expect("host address");
+    let addr = sb.host_endpoint(8700).await.expect("host endpoint");
     let reply = banner_at(addr, Duration::from_secs(10)).await;
-    assert_eq!(
-        reply, "hello from sandbox\n",
-        "the host reaches {addr}:8700"
-    );
+    assert_eq!(reply, "hello from sandbox\n", "the host reaches {addr}");
 
     sb.remove().await.expect("remove");
     backend.remove_network(&net).await.expect("remove network");
@@ -394,6 +391,133 @@ async fn internal_network_reaches_only_the_allowed_host_port() {
         !rules.contains(&format!("RB-{}", &net.id[..12])),
         "rules left:\n{rules}"
     );
+}
+
+/// The engine's default bridge's address on the host (`docker0`), the gateway a container on
+/// the default network would have.
+fn docker_bridge_gateway() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", "docker0"])
+        .output()
+        .expect("ip addr");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next())
+        .unwrap_or("172.17.0.1")
+        .to_string()
+}
+
+/// Whether a TCP connection to `addr` is refused within `wait` (a listener that was there
+/// is gone).
+async fn refused_within(addr: std::net::SocketAddr, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `NetworkPolicy::Loopback`: the sandbox has `lo` alone and reaches nothing (not the host's
+/// listeners through the engine's bridge gateway or the host's own address, not the outside,
+/// no name resolution), while the host reaches its port 8700 through `host_endpoint`, a
+/// forwarder on the host's 127.0.0.1 into the sandbox's namespace; the forwarder ends when the
+/// sandbox is removed, and when it is dropped.
+#[tokio::test]
+async fn a_loopback_sandbox_reaches_nothing_and_the_host_reaches_its_port() {
+    let backend = backend().await;
+    assert!(
+        backend.reaches_loopback().await,
+        "these tests run as root beside the engine: the docker backend reaches loopbacks"
+    );
+    let image = python_image(&backend).await;
+    let run = run_id("loopback");
+    let (host_port, _) = host_listeners().await;
+    let gateway = docker_bridge_gateway();
+    let outside = other_host_ipv4();
+    let mut s = spec(&image, &run);
+    s.network = NetworkPolicy::Loopback;
+    s.command = Some(serve_8700());
+    let sb = backend.create(s).await.expect("create");
+
+    let mut probe = reach_probe(&[
+        (&gateway, host_port),
+        (&outside, host_port),
+        ("127.0.0.1", host_port),
+        ("1.1.1.1", 53),
+        ("127.0.0.1", 8700),
+    ]);
+    probe.push_str("import os\nprint('ifaces', sorted(os.listdir('/sys/class/net')))\n");
+    // The server may take a moment to listen: the probe of its own port is asked last.
+    let mut stdout = String::new();
+    for _ in 0..50 {
+        let out = sb
+            .exec(exec(&["python3", "-c", &probe]))
+            .await
+            .expect("probe");
+        stdout = text(&out.stdout);
+        if stdout.contains("ok 127.0.0.1 8700") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(stdout.contains("ifaces ['lo']"), "{stdout}");
+    for (ip, port) in [
+        (gateway.as_str(), host_port),
+        (outside.as_str(), host_port),
+        ("127.0.0.1", host_port),
+        ("1.1.1.1", 53),
+    ] {
+        assert!(stdout.contains(&format!("blocked {ip} {port}")), "{stdout}");
+    }
+    assert!(stdout.contains("no-resolve"), "{stdout}");
+    assert!(
+        stdout.contains("ok 127.0.0.1 8700 hello from sandbox"),
+        "its own loopback works: {stdout}"
+    );
+
+    // The host reaches its port through the forwarder, as often as it likes, at one address.
+    let addr = sb.host_endpoint(8700).await.expect("host endpoint");
+    assert!(addr.ip().is_loopback(), "{addr}");
+    for _ in 0..3 {
+        let reply = banner_at(addr, Duration::from_secs(10)).await;
+        assert_eq!(reply, "hello from sandbox\n", "the host reaches {addr}");
+    }
+    assert_eq!(sb.host_endpoint(8700).await.expect("again"), addr);
+    // A port nothing listens on: the host's connection is closed, nothing hangs.
+    let quiet = sb.host_endpoint(8701).await.expect("another port");
+    assert_ne!(quiet, addr);
+    assert_eq!(banner_at(quiet, Duration::ZERO).await, "");
+
+    sb.remove().await.expect("remove");
+    assert!(
+        refused_within(addr, Duration::from_secs(2)).await,
+        "the forwarder ends with the sandbox"
+    );
+    assert!(refused_within(quiet, Duration::from_secs(2)).await);
+
+    // Dropped without removal (a crash path): its forwarder ends all the same.
+    let mut s = spec(&image, &run);
+    s.network = NetworkPolicy::Loopback;
+    s.command = Some(serve_8700());
+    let sb = backend.create(s).await.expect("create");
+    let addr = sb.host_endpoint(8700).await.expect("host endpoint");
+    assert_eq!(
+        banner_at(addr, Duration::from_secs(10)).await,
+        "hello from sandbox\n"
+    );
+    drop(sb);
+    assert!(
+        refused_within(addr, Duration::from_secs(2)).await,
+        "the forwarder ends with the dropped sandbox"
+    );
+    assert_eq!(backend.reap(Some(&run)).await.expect("reap"), 1);
 }
 
 #[tokio::test]

@@ -313,7 +313,7 @@ async fn one_replica_service(backend: SwarmBackend, image: String) {
         assert!(stdout.contains("no-resolve"), "{stdout}");
         assert_eq!(stdout.matches("no-connect").count(), 3, "{stdout}");
         let err = sb
-            .host_address()
+            .host_endpoint(8700)
             .await
             .expect_err("no address without a network");
         assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
@@ -339,6 +339,13 @@ async fn a_trial_overlay_reaches_the_allowed_host_port_and_the_host_reaches_the_
     with_swarm(|backend, image| async move {
         let run = run_id("swarm-net");
         let owner = spec(&image, &run).owner;
+        // No loopback forwarding here: the green agent gives a no-model agent an internal
+        // network instead, and the policy itself is refused before anything is created.
+        assert!(!backend.reaches_loopback().await);
+        let mut lo = spec(&image, &run);
+        lo.network = NetworkPolicy::Loopback;
+        let err = backend.create(lo).await.expect_err("loopback refused");
+        assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
         let (allowed_port, forbidden_port) = host_listeners().await;
         let net = backend
             .create_network(&owner, Some(allowed_port))
@@ -385,7 +392,7 @@ async fn a_trial_overlay_reaches_the_allowed_host_port_and_the_host_reaches_the_
         assert!(stdout.contains("no-resolve"), "{stdout}");
 
         // The host reaches the sandbox's port 8700 through the relay.
-        let addr = sb.host_address().await.expect("host address");
+        let addr = sb.host_endpoint(8700).await.expect("host endpoint");
         let reply = banner_at(addr, Duration::from_secs(20)).await;
         assert_eq!(reply, "hello from sandbox\n");
 

@@ -281,6 +281,67 @@ impl AgentCreations {
     }
 }
 
+/// Watches the engine's event stream for the networks created for `run_id` (removed ones too):
+/// the evidence that a trial ran without a network of its own. Network events carry no labels,
+/// so they are told by name: every object of a run is named `rb-<run>-…` (`run_id` must be a
+/// short Docker-safe name). Start it before the run.
+#[derive(Debug)]
+pub struct NetworkCreations {
+    pid: u32,
+    reader: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl NetworkCreations {
+    pub async fn watch(run_id: &str) -> NetworkCreations {
+        assert!(
+            run_id.len() <= 40
+                && run_id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "a run id that names its objects verbatim: {run_id}"
+        );
+        let prefix = format!("rb-{run_id}-");
+        let mut child = SupervisedChild::spawn(ChildSpec {
+            program: "docker".into(),
+            args: [
+                "events",
+                "--filter",
+                "type=network",
+                "--filter",
+                "event=create",
+                "--format",
+                "{{.Actor.Attributes.name}}",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env: std::env::vars().collect(),
+            clear_env: true,
+            cwd: repo_root(),
+            limits: None,
+        })
+        .expect("docker events starts");
+        let pid = child.pid();
+        let reader = tokio::spawn(async move {
+            let mut out = Vec::new();
+            while let Some(line) = child.next_stdout_line().await {
+                if line.trim().starts_with(&prefix) {
+                    out.push(line.trim().to_owned());
+                }
+            }
+            out
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        NetworkCreations { pid, reader }
+    }
+
+    /// Stops watching; the names of the run's networks created meanwhile.
+    pub async fn stop(self) -> Vec<String> {
+        let group = nix::unistd::Pid::from_raw(i32::try_from(self.pid).expect("pid"));
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+        self.reader.await.expect("the event reader")
+    }
+}
+
 /// A shell command making one call to the scripted model `scripted:<script>` through the model
 /// proxy the agent was given (its URL and dummy token from the environment); it fails when the
 /// proxy answers with an error. A refused connection (no proxy listening: its green agent is

@@ -71,6 +71,9 @@ impl Backend for FirstAgentRefused {
     async fn remove_network(&self, network: &NetworkHandle) -> Result<(), SandboxError> {
         self.inner.remove_network(network).await
     }
+    async fn reaches_loopback(&self) -> bool {
+        self.inner.reaches_loopback().await
+    }
     async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
         self.inner.reap(run_id).await
     }

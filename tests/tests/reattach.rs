@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{
-    AgentCreations, counting_proxy_config, leftovers, model_call_command, proxy_calls, run_green,
-    spawn_green, write_task,
+    AgentCreations, NetworkCreations, counting_proxy_config, leftovers, model_call_command,
+    proxy_calls, run_green, spawn_green, write_task,
 };
 use green_agent::store::Store;
 
@@ -216,6 +216,129 @@ async fn a_killed_run_resumes_by_reattaching_and_a_second_resume_refuses() {
             "one agent container for {id}: {created:?}"
         );
     }
+    assert_eq!(leftovers(&run_id).await, 0, "nothing of the run is left");
+}
+
+/// An agent that uses no model (the oracle, here a slow reference solution) runs with no
+/// network: a resumed run reaches the container it adopts through a new loopback forwarder
+/// (the dead process's died with it), follows its task to the end and grades it; one agent
+/// container per trial, and no network created for the run at any point.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_run_reattaches_an_agent_without_a_network() {
+    let tasks = tempfile::tempdir().expect("tempdir");
+    write_task(
+        tasks.path(),
+        "slow-oracle",
+        "Write `done` to out.txt.\n",
+        TESTS,
+        "echo start >> starts.txt && sleep 12 && echo done > out.txt",
+        "python",
+    );
+    let results = tempfile::tempdir().expect("tempdir");
+    let results_s = results.path().display().to_string();
+    let run_id = format!("e2e-reattach-lo-{}", std::process::id());
+    let run_dir = results.path().join(&run_id);
+    let creations = AgentCreations::watch(&run_id).await;
+    let networks = NetworkCreations::watch(&run_id).await;
+    let mut child = spawn_green(
+        &[
+            "run",
+            "--tasks",
+            &tasks.path().join("slow-oracle").display().to_string(),
+            "--agent",
+            "oracle",
+            "--repeats",
+            "2",
+            "--concurrency",
+            "2",
+            "--poll-interval",
+            "200ms",
+            "--run-id",
+            &run_id,
+            "--results-dir",
+            &results_s,
+        ],
+        &BTreeMap::new(),
+    );
+    // Both agents accepted their task (its id is in the store): kill the green agent.
+    let started = Instant::now();
+    let trial_ids = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the agents did not start: {}",
+            child.stderr_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Ok(store) = Store::open_existing(&run_dir, &run_id).await else {
+            continue;
+        };
+        let trials = store.trials(&run_id).await.unwrap_or_default();
+        let mut accepted = Vec::new();
+        for t in &trials {
+            let attempts = store
+                .attempts(&run_id, &t.planned.id)
+                .await
+                .unwrap_or_default();
+            if attempts.iter().any(|a| a.a2a_task_id.is_some()) {
+                accepted.push(t.planned.id.clone());
+            }
+        }
+        store.close().await;
+        if trials.len() == 2 && accepted.len() == 2 {
+            break accepted;
+        }
+    };
+    child.kill_tree();
+    let _ = child.wait().await;
+    let out = run_green(
+        &["resume", &run_id, "--results-dir", &results_s],
+        &BTreeMap::new(),
+        Duration::from_secs(300),
+    )
+    .await;
+    out.assert_success();
+
+    let store = Store::open_existing(&run_dir, &run_id)
+        .await
+        .expect("store");
+    assert_eq!(store.run(&run_id).await.expect("run").status, "finished");
+    for t in store.trials(&run_id).await.expect("trials") {
+        let id = &t.planned.id;
+        let r = t.result.as_ref().expect("done");
+        assert_eq!(r.score, Some(1.0), "{id}: {r:?}");
+        assert!(
+            r.flags
+                .iter()
+                .any(|f| f.starts_with("reattached after a restart of the green agent")),
+            "{id}: {:?}",
+            r.flags
+        );
+        let attempts = store.attempts(&run_id, id).await.expect("attempts");
+        let kinds: Vec<(&str, Option<&str>)> = attempts
+            .iter()
+            .map(|a| (a.kind.as_str(), a.ended.as_deref()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("fresh", Some("abandoned")),
+                ("reattached", Some("finished"))
+            ],
+            "{id}"
+        );
+        assert_eq!(attempts[0].a2a_task_id, attempts[1].a2a_task_id, "{id}");
+    }
+    store.close().await;
+    let created = creations.stop().await;
+    for id in &trial_ids {
+        assert_eq!(
+            created.get(id),
+            Some(&1),
+            "one agent container for {id}: {created:?}"
+        );
+    }
+    let networks = networks.stop().await;
+    assert!(networks.is_empty(), "no network for the run: {networks:?}");
     assert_eq!(leftovers(&run_id).await, 0, "nothing of the run is left");
 }
 

@@ -1,5 +1,8 @@
-//! Phase 2, launch: a hosted agent gets its internal network and sandbox (adapter mounted,
-//! workspace copied in) and is waited for until it serves its agent card (`create`, `ready`);
+//! Phase 2, launch: a hosted agent gets its sandbox (adapter mounted, workspace copied in) and
+//! is waited for until it serves its agent card (`create`, `ready`): on an internal network of
+//! its own when it uses a model (it reaches the model proxy's port alone), else with no network
+//! at all, its adapter reached through the backend's loopback forwarder (or, on a backend
+//! without one, on an internal network that reaches nothing);
 //! an external agent is connected to, with a file server for its big workspace files (`ready`).
 
 use std::collections::BTreeMap;
@@ -52,7 +55,7 @@ pub(crate) async fn launch(
         .await?;
     let client = log
         .run("ready", async {
-            let base = format!("http://{}:{DEFAULT_PORT}", sandbox.host_address().await?);
+            let base = format!("http://{}", sandbox.host_endpoint(DEFAULT_PORT).await?);
             wait_ready(env, sandbox.as_ref(), &base).await
         })
         .await?;
@@ -70,7 +73,9 @@ pub fn agent_limits(settings: &crate::config::Settings, task: &tasks::Task) -> s
     }
 }
 
-/// The agent's network (reaching the model proxy's port alone, if it uses a model) and sandbox.
+/// The agent's network and sandbox: an internal network reaching the model proxy's port alone
+/// for an agent that uses a model; none for the others where the backend reaches a sandbox's
+/// loopback (Docker; Swarm: an internal network reaching nothing).
 async fn create_sandbox(
     env: &RunEnv,
     input: &TrialInput,
@@ -87,8 +92,13 @@ async fn create_sandbox(
         (Some(p), true) => Some(p.port()),
         _ => None,
     };
-    let network = env.backend.create_network(&owner, allowed).await?;
-    res.keep_network(network.clone());
+    let network = if allowed.is_none() && env.backend.reaches_loopback().await {
+        None
+    } else {
+        let network = env.backend.create_network(&owner, allowed).await?;
+        res.keep_network(network.clone());
+        Some(network)
+    };
     let mut mounts = vec![ReadOnlyMount {
         host_path: env.adapter_bin.clone(),
         sandbox_path: paths::ADAPTER_BIN.into(),
@@ -104,7 +114,10 @@ async fn create_sandbox(
     if let Some(m) = input.agent.driver().and_then(|d| env.staged.get(&d)) {
         mounts.push(m.clone());
     }
-    let proxy_url = match (&env.proxy, &network.allowed_endpoint) {
+    let proxy_url = match (
+        &env.proxy,
+        network.as_ref().and_then(|n| n.allowed_endpoint),
+    ) {
         (Some(_), Some(addr)) => Some(format!("http://{addr}")),
         _ => None,
     };
@@ -120,7 +133,7 @@ async fn create_sandbox(
         user: None,
         limits: agent_limits(&env.settings, &input.task),
         mounts,
-        network: NetworkPolicy::Internal(network),
+        network: network.map_or(NetworkPolicy::Loopback, NetworkPolicy::Internal),
         command: launch::adapter_args(&input.agent).map(|a| a.command()),
     };
     // The workspace travels with the creation: one upload before the adapter starts.

@@ -435,7 +435,9 @@ async fn take_over(
                 )));
             }
             let prep = prepare(env, input, token)?;
-            let base = format!("http://{}:{DEFAULT_PORT}", sb.host_address().await?);
+            // Where it is reached now: its address on its network, or a new forwarder into its
+            // namespace (the dead process's forwarder died with it).
+            let base = format!("http://{}", sb.host_endpoint(DEFAULT_PORT).await?);
             let client = wait_ready(env, sb.as_ref(), &base)
                 .await
                 .map_err(|e| InfraError::AgentGone(format!("its adapter does not answer: {e}")))?;

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions};
 
-use super::{DockerBackend, DockerSandbox, api_error, archive, network, remove_container};
+use super::{DockerBackend, DockerSandbox, Reach, api_error, archive, network, remove_container};
 use crate::{Adopted, Adoption, NetworkHandle, Role, SandboxError, labels};
 
 fn run_filter(run_id: &str) -> HashMap<String, Vec<String>> {
@@ -88,6 +88,7 @@ async fn take(
         Err(e) => return Err(api_error(&backend.endpoint, "inspect_container", e)),
     };
     let config = info.config.unwrap_or_default();
+    let network_mode = info.host_config.and_then(|h| h.network_mode);
     let network = info
         .network_settings
         .and_then(|s| s.networks)
@@ -115,7 +116,14 @@ async fn take(
         user: user.clone(),
         ids: (1000, 1000),
         workdir: config.working_dir.unwrap_or_else(|| "/".to_string()),
-        network: network.as_ref().map(|n| n.name.clone()),
+        // On an internal network: at its address there; on none (`lo` only): an agent created
+        // with `NetworkPolicy::Loopback`, reached through a new forwarder into its namespace.
+        reach: match &network {
+            Some(n) => Reach::Network(n.name.clone()),
+            None if network_mode.as_deref() == Some("none") => Reach::Loopback,
+            None => Reach::Nothing,
+        },
+        forwarders: Default::default(),
         // Its runner (if any) is not attached to: execs go through Docker's exec.
         channel: None,
     };

@@ -3,20 +3,25 @@
 //! Every object carries the [`crate::labels`]; containers run `init: true` (docker-init reaps
 //! zombies) as uid 1000 by default, with CPU, memory (swap = memory) and pids limits in the host
 //! config, and no network unless attached to an internal network from
-//! [`Backend::create_network`]. An idle root container (grading) takes its execs through the
+//! [`Backend::create_network`]; a [`crate::NetworkPolicy::Loopback`] container has no network
+//! either (Docker's `none`: `lo` only), and the host reaches its loopback ports through a
+//! forwarder into its network namespace ([`loopback`]). An idle root container (grading) takes its execs through the
 //! sandbox runner as its main process ([`channel`]), not through Docker's exec API.
 
 mod adopt;
 pub(crate) mod archive;
 mod channel;
 mod exec;
+mod loopback;
 pub(crate) mod network;
 pub(crate) mod reap;
 pub(crate) mod subnets;
 pub use subnets::SubnetPool;
 
-use std::net::IpAddr;
-use std::path::Path;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -51,6 +56,10 @@ pub struct DockerBackend {
     pub(crate) endpoint: String,
     /// Subnets for internal networks, shared by every clone.
     pub(crate) subnets: std::sync::Arc<subnets::SubnetAllocator>,
+    /// The engine's unix socket, when it is one (the loopback check asks who is behind it).
+    socket: Option<PathBuf>,
+    /// Whether [`crate::NetworkPolicy::Loopback`] works here, once asked.
+    loopback: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl DockerBackend {
@@ -89,6 +98,8 @@ impl DockerBackend {
             docker,
             endpoint,
             subnets: std::sync::Arc::new(subnets::SubnetAllocator::new(SubnetPool::default())),
+            socket: host.strip_prefix("unix://").map(PathBuf::from),
+            loopback: Arc::default(),
         })
     }
 
@@ -203,7 +214,7 @@ impl Backend for DockerBackend {
             Some(command) => (vec![command[0].clone()], command[1..].to_vec()),
         };
         let network_mode = match &spec.network {
-            NetworkPolicy::None => "none".to_string(),
+            NetworkPolicy::None | NetworkPolicy::Loopback => "none".to_string(),
             NetworkPolicy::Internal(handle) => handle.name.clone(),
         };
         let memory = i64::try_from(spec.limits.memory_bytes)
@@ -261,9 +272,10 @@ impl Backend for DockerBackend {
                 Some(400) => SandboxError::InvalidSpec(format!("Docker refused the spec: {e}")),
                 _ => api_error(&self.endpoint, "create_container", e),
             })?;
-        let network = match &spec.network {
-            NetworkPolicy::None => None,
-            NetworkPolicy::Internal(handle) => Some(handle.name.clone()),
+        let reach = match &spec.network {
+            NetworkPolicy::None => Reach::Nothing,
+            NetworkPolicy::Loopback => Reach::Loopback,
+            NetworkPolicy::Internal(handle) => Reach::Network(handle.name.clone()),
         };
         let mut sandbox = DockerSandbox {
             docker: self.docker.clone(),
@@ -273,7 +285,8 @@ impl Backend for DockerBackend {
             user: user.clone(),
             ids: (1000, 1000),
             workdir: spec.workdir.clone(),
-            network,
+            reach,
+            forwarders: Mutex::default(),
             channel: None,
         };
         tracing::info!(
@@ -330,6 +343,28 @@ impl Backend for DockerBackend {
         network::remove(self, &network.id).await
     }
 
+    async fn reaches_loopback(&self) -> bool {
+        *self
+            .loopback
+            .get_or_init(|| async {
+                let shared = match &self.socket {
+                    Some(path) => loopback::engine_shares_pid_namespace(path).await,
+                    None => false,
+                };
+                let able = shared
+                    && tokio::task::spawn_blocking(loopback::can_enter_namespaces)
+                        .await
+                        .unwrap_or(false);
+                tracing::debug!(
+                    loopback = able,
+                    engine_shares_pid_namespace = shared,
+                    "whether sandboxes can be reached on their loopback"
+                );
+                able
+            })
+            .await
+    }
+
     async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
         // With a run: all of it; without: every dead owner's objects (parked ones kept).
         let mode = if run_id.is_some() {
@@ -359,6 +394,17 @@ fn is_root(user: &str) -> bool {
     name == "root" || name == "0"
 }
 
+/// How the host reaches a container's ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Not at all ([`NetworkPolicy::None`]).
+    Nothing,
+    /// At its address on this internal network.
+    Network(String),
+    /// Through a forwarder into its network namespace ([`NetworkPolicy::Loopback`]).
+    Loopback,
+}
+
 /// A container created by [`DockerBackend`].
 #[derive(Debug)]
 pub struct DockerSandbox {
@@ -371,8 +417,10 @@ pub struct DockerSandbox {
     /// Numeric uid/gid owning copied-in files.
     ids: (u32, u32),
     workdir: String,
-    /// The internal network's name, if attached to one.
-    network: Option<String>,
+    /// How the host reaches its ports.
+    reach: Reach,
+    /// The loopback forwarders started so far, by port (stopped on removal and on drop).
+    forwarders: Mutex<HashMap<u16, loopback::Forwarder>>,
     /// The exec channel of an idle root container (see [`channel`]).
     channel: Option<Box<channel::Channel>>,
 }
@@ -452,12 +500,53 @@ impl DockerSandbox {
             user: user.clone(),
             ids: (1000, 1000),
             workdir: workdir.clone(),
-            network: None,
+            reach: Reach::Nothing,
+            forwarders: Mutex::default(),
             channel: None,
         };
         sandbox.ids = archive::resolve_user(&sandbox, &user).await?;
         archive::ensure_dir(&sandbox, &workdir).await?;
         Ok(sandbox)
+    }
+
+    fn lock_forwarders(&self) -> std::sync::MutexGuard<'_, HashMap<u16, loopback::Forwarder>> {
+        self.forwarders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The host address of the forwarder to `port` on the container's loopback, started now
+    /// when there is none (or it ended).
+    async fn loopback_endpoint(&self, port: u16) -> Result<SocketAddr, SandboxError> {
+        if let Some(f) = self.lock_forwarders().get(&port).filter(|f| f.is_running()) {
+            return Ok(f.addr());
+        }
+        let failed = |detail: String| SandboxError::Loopback {
+            sandbox: self.name.clone(),
+            detail,
+        };
+        let state = self.state().await?;
+        if state.running != Some(true) {
+            return Err(failed("the container is not running".into()));
+        }
+        let pid = state.pid.unwrap_or(0);
+        let id = self.id.clone();
+        let ns = tokio::task::spawn_blocking(move || loopback::open_netns(pid, &id))
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(failed)?;
+        let forwarder = loopback::start(ns, port)
+            .await
+            .map_err(|e| failed(format!("cannot listen on 127.0.0.1: {e}")))?;
+        let addr = forwarder.addr();
+        let mut forwarders = self.lock_forwarders();
+        // Another caller may have started one meanwhile: keep the first.
+        if let Some(f) = forwarders.get(&port).filter(|f| f.is_running()) {
+            return Ok(f.addr());
+        }
+        forwarders.insert(port, forwarder);
+        tracing::debug!(sandbox = %self.name, port, %addr, "loopback forwarder started");
+        Ok(addr)
     }
 
     /// The container's state as the engine reports it.
@@ -563,12 +652,16 @@ impl Sandbox for DockerSandbox {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    async fn host_address(&self) -> Result<IpAddr, SandboxError> {
-        let Some(network) = &self.network else {
-            return Err(SandboxError::InvalidSpec(format!(
-                "sandbox {} has no network (NetworkPolicy::None); attach it to an internal network to reach its ports",
-                self.name
-            )));
+    async fn host_endpoint(&self, port: u16) -> Result<SocketAddr, SandboxError> {
+        let network = match &self.reach {
+            Reach::Nothing => {
+                return Err(SandboxError::InvalidSpec(format!(
+                    "sandbox {} has no network (NetworkPolicy::None); attach it to an internal network, or give it NetworkPolicy::Loopback, to reach its ports",
+                    self.name
+                )));
+            }
+            Reach::Loopback => return self.loopback_endpoint(port).await,
+            Reach::Network(network) => network,
         };
         let info = self
             .docker
@@ -587,9 +680,10 @@ impl Sandbox for DockerSandbox {
                 self.name
             )));
         };
-        ip.parse().map_err(|_| {
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| {
             SandboxError::InvalidSpec(format!("Docker reported an unparsable address `{ip}`"))
-        })
+        })?;
+        Ok(SocketAddr::new(ip, port))
     }
 
     async fn wait_exit(&self) -> Result<i64, SandboxError> {
@@ -681,6 +775,8 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn remove(&self) -> Result<(), SandboxError> {
+        // The forwarders go first: nothing reaches into a sandbox being removed.
+        self.lock_forwarders().clear();
         remove_container(&self.docker, &self.endpoint, &self.id).await?;
         tracing::debug!(sandbox = %self.name, "removed container");
         Ok(())

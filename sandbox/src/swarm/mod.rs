@@ -16,7 +16,7 @@
 //!   fenced bridge from the docker backend (its iptables chain admits only the allowed host
 //!   port): the sandbox reaches the allowed host port (the model proxy) at the relay's overlay
 //!   address, and the host reaches the sandbox's forwarded ports (default: 8700) at the
-//!   relay's bridge address ([`Sandbox::host_address`]). One reachable sandbox per network
+//!   relay's bridge address ([`Sandbox::host_endpoint`]). One reachable sandbox per network
 //!   (the relay forwards to the alias [`SANDBOX_ALIAS`]). A sandbox without a network gets a
 //!   private internal overlay of its own (Swarm has no `none` network for services; without
 //!   any, a task lands on the default bridge, which reaches the internet).
@@ -565,13 +565,16 @@ impl Sandbox for SwarmSandbox {
         self.checked(r).await
     }
 
-    async fn host_address(&self) -> Result<IpAddr, SandboxError> {
-        self.relay_address.ok_or_else(|| {
-            SandboxError::InvalidSpec(format!(
-                "sandbox {} has no network (NetworkPolicy::None); attach it to an internal network to reach its ports",
-                self.service_name
-            ))
-        })
+    /// The relay's bridge address: it forwards the backend's forwarded ports (default: 8700).
+    async fn host_endpoint(&self, port: u16) -> Result<std::net::SocketAddr, SandboxError> {
+        self.relay_address
+            .map(|ip| std::net::SocketAddr::new(ip, port))
+            .ok_or_else(|| {
+                SandboxError::InvalidSpec(format!(
+                    "sandbox {} has no network (NetworkPolicy::None); attach it to an internal network to reach its ports",
+                    self.service_name
+                ))
+            })
     }
 
     /// The exit code, or [`SandboxError::NodeLost`] when the task was taken off its node

@@ -83,10 +83,12 @@ fn service_spec(
     let nano_cpus = (spec.limits.cpus * 1e9).round() as i64;
     let constraints = super::nodes::constraints(backend);
     let aliases = match (&spec.network, runner) {
-        (NetworkPolicy::Internal(_), _) | (NetworkPolicy::None, Some(_)) => {
+        // (`Loopback` is refused before: it is `None` here.)
+        (NetworkPolicy::Internal(_), _)
+        | (NetworkPolicy::None | NetworkPolicy::Loopback, Some(_)) => {
             Some(vec![SANDBOX_ALIAS.to_string()])
         }
-        (NetworkPolicy::None, None) => None,
+        (NetworkPolicy::None | NetworkPolicy::Loopback, None) => None,
     };
     Ok(ServiceSpec {
         name: Some(name.to_string()),
@@ -181,6 +183,11 @@ pub(super) async fn create(
     files: &[CopyIn],
 ) -> Result<SwarmSandbox, SandboxError> {
     validate_spec(&spec)?;
+    if spec.network == NetworkPolicy::Loopback {
+        return Err(SandboxError::InvalidSpec(
+            "the swarm backend cannot reach a sandbox's loopback (`Backend::reaches_loopback` is false): give it an internal network".into(),
+        ));
+    }
     let docker = backend.docker.client();
     let endpoint = &backend.docker.endpoint;
     // By id: a tag would make the node try a registry first.
@@ -208,14 +215,14 @@ pub(super) async fn create(
                 let relay = network::relay_of(backend, handle)?;
                 (handle.id.clone(), Some(relay.host_address), Some(relay))
             }
-            NetworkPolicy::None if http => {
+            NetworkPolicy::None | NetworkPolicy::Loopback if http => {
                 let handle = network::create(backend, &spec.owner, None, true).await?;
                 let relay = network::relay_of(backend, &handle)?;
                 let id = handle.id.clone();
                 private_network = Some(PrivateNetwork::Relayed(handle));
                 (id, None, Some(relay))
             }
-            NetworkPolicy::None => {
+            NetworkPolicy::None | NetworkPolicy::Loopback => {
                 let (id, _, _) = network::create_overlay(
                     backend,
                     &spec.owner,

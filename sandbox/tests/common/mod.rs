@@ -99,12 +99,13 @@ pub fn reach_probe(targets: &[(&str, u16)]) -> String {
     script
 }
 
-/// What `addr:8700` says once it answers (empty when it does not within `wait`).
-pub async fn banner_at(addr: std::net::IpAddr, wait: std::time::Duration) -> String {
+/// What `addr` (a sandbox's port 8700 as the host reaches it) says once it answers (empty when
+/// it does not within `wait`).
+pub async fn banner_at(addr: std::net::SocketAddr, wait: std::time::Duration) -> String {
     let deadline = std::time::Instant::now() + wait;
     loop {
         let mut reply = String::new();
-        if let Ok(mut conn) = tokio::net::TcpStream::connect((addr, 8700)).await {
+        if let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await {
             use tokio::io::AsyncReadExt;
             let _ = conn.read_to_string(&mut reply).await;
         }
