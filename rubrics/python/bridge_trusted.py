@@ -1,8 +1,10 @@
 """The trusted side of the bridge (research-bench rubrics): runs the held-out tests in a process
 that never runs the agent's code and never holds one of its objects.
 
-Run as: python3 -I -B bridge_trusted.py MODE ARGS...   (by bridge_pair.py, as a uid of its own
-with no other process; RB_BRIDGE_FDS="IN,OUT" connect it to the agent's worker)
+Run as: python3 -I -S -B bridge_trusted.py MODE ARGS...   (by bridge_pair.py, as a uid of its
+own with no other process; RB_BRIDGE_FDS="IN,OUT" connect it to the agent's worker). Without
+`site`'s start-up (`-S`: no `.pth` code, no sitecustomize, ~50 lookups fewer): the installed
+packages' folders are added as `site` adds them (`add_site_packages`).
 MODE pytest: pytest.main(ARGS); MODE unittest: unittest_runner.py ARGS.
 
 What the held-out tests import from anywhere but the standard library, the installed packages,
@@ -29,7 +31,6 @@ Also, in this process:
 import builtins
 import os
 import sys
-import sysconfig
 import types
 import weakref
 
@@ -57,11 +58,12 @@ def _real(p):
 
 class Places:
     def __init__(self, workspace, extra):
-        roots = {HERE}
-        for k in ("stdlib", "platstdlib", "purelib", "platlib"):
-            p = sysconfig.get_paths().get(k)
-            if p:
-                roots.add(p)
+        # The interpreter's own import path (`-I`: standard library, installed packages; no
+        # working folder, no variable) is root's: its folders are trusted, and so are its
+        # entries that do not exist (the standard library's zip): the default finders, not a
+        # stand-in, answer for them.
+        initial = [p for p in sys.path if p]
+        roots = {HERE, os.path.dirname(os.__file__)}
         for p in sys.path:
             if p and os.path.isdir(p):
                 roots.add(p)
@@ -70,6 +72,9 @@ class Places:
         self.workspace = _real(workspace)
         self.roots = sorted({_real(r) for r in roots} - {"/"})
         self.roots = [r for r in self.roots if not self._under(r, [self.workspace])]
+        self.initial = frozenset(
+            p for p in initial
+            if not self._under(os.path.normpath(p), [self.workspace, os.path.normpath(workspace)]))
         self.trusted_path = [p for p in sys.path if p and self.trusted(p)]
 
     @staticmethod
@@ -82,6 +87,8 @@ class Places:
         # (a link, an alias such as /lib for /usr/lib) before it is judged. Every look-up
         # counts: a non-root process pays ~75 us a path component on fuse-overlayfs.
         v = self.cache.get(path)
+        if v is None and path in self.initial:
+            v = self.cache[path] = True
         if v is None:
             p = os.path.normpath(os.path.join(os.getcwd(), path)) if not os.path.isabs(path) \
                 else os.path.normpath(path)
@@ -721,12 +728,43 @@ def install_pickle_guard():
 PLACES = None
 
 
+def add_site_packages():
+    """Puts on the import path what `site` would: each installed-packages folder, then the
+    folders its `.pth` files name (their `import` lines are not run)."""
+    import site
+    for sitedir in site.getsitepackages():
+        if not os.path.isdir(sitedir):
+            continue
+        if sitedir not in sys.path:
+            sys.path.append(sitedir)
+        try:
+            names = sorted(n for n in os.listdir(sitedir)
+                           if n.endswith(".pth") and not n.startswith("."))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(sitedir, name), encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.rstrip()
+                if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
+                    continue
+                p = os.path.abspath(os.path.join(sitedir, line))
+                if p not in sys.path and os.path.exists(p):
+                    sys.path.append(p)
+
+
 def main():
     global PLACES
     mode, args = sys.argv[1], sys.argv[2:]
     rfd, wfd = (int(x) for x in os.environ.pop("RB_BRIDGE_FDS").split(","))
     workspace = os.environ.get("RB_WORKSPACE", "/workspace")
     extra = [p for p in os.environ.get("RB_TRUSTED_ROOTS", "").split(os.pathsep) if p]
+    if sys.flags.no_site:
+        add_site_packages()
     sys.path.append(HERE)
     import rb_strict
     import rb_values

@@ -28,7 +28,6 @@ A request may carry `release: [ids]`: references the trusted side no longer hold
 
 import os
 import sys
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -110,6 +109,7 @@ class Worker:
                 self.send({"re": rid, "err": self.error(e)})
 
     def error(self, e):
+        import traceback
         cls = type(e)
         out = {"type": cls.__name__[:200], "mro": _mro(cls), "msg": _text(e),
                "tb": "".join(traceback.format_exception(e))[-8000:]}
@@ -330,6 +330,66 @@ def _load_path(name, path):
     return mod
 
 
+# Installed packages slow to import that the agent's code is likely to need: imported ahead
+# (`preload`) while the trusted side is still starting, not while a test waits for them.
+PRELOAD = ("numpy", "scipy", "pandas")
+PRELOAD_FILES = 64
+PRELOAD_ENTRIES = 4096
+PRELOAD_BYTES = 64 * 1024
+
+
+def preload(ws):
+    """Imports the PRELOAD packages (and their submodules) that the agent's Python files at the
+    workspace's top level and one folder down import, as they would: after
+    `setup_agent_process`, so through the same import path (forbidden modules' stand-ins
+    first). A module the workspace itself holds is not preloaded, nor a forbidden one (its
+    stand-in would report the import as ours), nor one that fails."""
+    import importlib
+    import json
+    import re
+    try:
+        forbidden = [str(f) for f in json.loads(os.environ.get("RB_FORBIDDEN") or "[]")]
+    except ValueError:
+        return
+    found = []
+    pattern = re.compile(r"^[ \t]*(?:import|from)[ \t]+((?:%s)(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+                         r"(?![A-Za-z0-9_])" % "|".join(PRELOAD), re.M)
+    files = 0
+    try:
+        top = list(os.scandir(ws))
+    except OSError:
+        return
+    entries = [(e, True) for e in top]
+    for e, may_descend in entries:
+        if files >= PRELOAD_FILES or len(entries) > PRELOAD_ENTRIES:
+            break
+        try:
+            if e.is_dir(follow_symlinks=False):
+                if may_descend and not e.name.startswith("."):
+                    entries.extend((c, False) for c in os.scandir(e.path))
+                continue
+            if not e.name.endswith(".py") or not e.is_file(follow_symlinks=False):
+                continue
+            files += 1
+            with open(e.path, "rb") as f:
+                text = f.read(PRELOAD_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for name in pattern.findall(text):
+            if name not in found:
+                found.append(name)
+    for name in found:
+        if any(name == f or name.startswith(f + ".") for f in forbidden):
+            continue
+        top = name.partition(".")[0]
+        if os.path.exists(os.path.join(ws, top)) or os.path.exists(os.path.join(ws, top + ".py")):
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 (the agent's own import will say why)
+            pass
+
+
 def main():
     ws = sys.argv[1]
     rfd, wfd = (int(x) for x in os.environ.pop("RB_BRIDGE_FDS").split(","))
@@ -337,6 +397,7 @@ def main():
     import launch
     import rb_values
     launch.setup_agent_process(ws)
+    preload(ws)
     worker = Worker(rfd, wfd, rb_values)
     try:
         worker.serve()

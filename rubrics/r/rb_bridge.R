@@ -13,6 +13,11 @@
 # data.frame, table, Date (anything else is dropped); functions cross as handles that call
 # back into the process that owns them. Never R's serialize. A value the referee decodes is
 # rebuilt by this code from the tokens, so no code of the agent's ever runs in the referee.
+#
+# Our own functions run with R's JIT compiler off (compiling them cost more than running them
+# ever does: ~0.1 s in each process); the code under test (the agent's functions in the worker,
+# the held-out tests and testthat in the referee) runs with the JIT level the process started
+# with, as it would without us (`ours`, `theirs`).
 
 .rb_bridge <- new.env(parent = baseenv())
 local(envir = .rb_bridge, {
@@ -199,7 +204,26 @@ local(envir = .rb_bridge, {
 
   proxy <- function(id) {
     force(id)
-    function(...) call_peer(paste("f", id), list(...))
+    function(...) {
+      args <- list(...)
+      ours(call_peer, paste("f", id), args)
+    }
+  }
+
+  # fn(...) with the JIT off: how the code under test enters ours (a stub, a proxy, source()),
+  # its arguments already evaluated. Small, so the JIT does not compile it either; the result
+  # keeps its visibility.
+  ours <- function(fn, ...) {
+    old <- compiler::enableJIT(0L)
+    on.exit(compiler::enableJIT(old))
+    fn(...)
+  }
+
+  # fn(...) at the JIT level of the code under test (`st$jit`, the level at start).
+  theirs <- function(fn, ...) {
+    old <- compiler::enableJIT(st$jit)
+    on.exit(compiler::enableJIT(old))
+    fn(...)
   }
 
   # Sends a call and waits for its answer, serving the peer's calls (callbacks) meanwhile.
@@ -266,7 +290,7 @@ local(envir = .rb_bridge, {
     output <- utils::capture.output({
       res <- tryCatch(
         withCallingHandlers(
-          list(ok = TRUE, v = withVisible(do.call(fn, args))),
+          list(ok = TRUE, v = theirs(function() withVisible(do.call(fn, args)))),
           warning = function(w) {
             conds[[length(conds) + 1L]] <<- list(kind = "warning",
               message = conditionMessage(w), class = class(w))
@@ -371,12 +395,15 @@ local(envir = .rb_bridge, {
         if (isTRUE(g$fun[[k]])) {
           assign(nm, local({
             t <- target
-            function(...) call_peer(t, list(...))
+            function(...) {
+              args <- list(...)
+              ours(call_peer, t, args)
+            }
           }), envir = env)
         } else {
           makeActiveBinding(nm, local({
             n <- nm
-            function() call_peer("b get", list(n))
+            function() ours(call_peer, "b get", list(n))
           }), env)
         }
       }
@@ -384,12 +411,17 @@ local(envir = .rb_bridge, {
     original <- base::source
     # Any file but a held-out one (the agent's, or one it could have written) is sourced by
     # the worker, whichever way the test calls source().
-    guarded <- function(file, local = FALSE, ...) {
+    held_file <- function(file) {
       path <- tryCatch(normalizePath(file, mustWork = FALSE), error = function(e) file)
-      if (is.character(path) && startsWith(path, paste0(held, "/"))) {
+      if (is.character(path) && startsWith(path, paste0(held, "/"))) NULL else path
+    }
+    guarded <- function(file, local = FALSE, ...) {
+      force(file)
+      path <- ours(held_file, file)
+      if (is.null(path)) {
         return(original(file, local = if (isFALSE(local)) env else local, ...))
       }
-      bind(call_peer("b source", list(path)))
+      ours(function() bind(call_peer("b source", list(path))))
       invisible(NULL)
     }
     for (where in list(baseenv())) {
@@ -400,10 +432,11 @@ local(envir = .rb_bridge, {
     assign("source", guarded, envir = env)
     run <- function(path) {
       if (dir.exists(path)) {
-        testthat::test_dir(path, reporter = "silent", env = env, stop_on_failure = FALSE,
-                           stop_on_warning = FALSE)
+        theirs(testthat::test_dir, path, reporter = "silent", env = env,
+               stop_on_failure = FALSE, stop_on_warning = FALSE)
       } else {
-        testthat::test_file(path, reporter = "silent", env = env, stop_on_failure = FALSE)
+        theirs(testthat::test_file, path, reporter = "silent", env = env,
+               stop_on_failure = FALSE)
       }
     }
     clean <- function(x) gsub("[\t\r\n]+", " ", as.character(x))
@@ -435,5 +468,8 @@ local(envir = .rb_bridge, {
 
 local({
   a <- commandArgs(TRUE)
+  # From here on our code runs with the JIT off; `theirs` restores the level for the code
+  # under test.
+  .rb_bridge$st$jit <- compiler::enableJIT(0L)
   if (identical(a[1], "worker")) .rb_bridge$worker(a) else .rb_bridge$referee(a)
 })

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::checks::canary::{Planted, StaticTests};
-use crate::env::{AGENT_USER, Env, Fault, LOG_CAP, Outcome, exit_note, sv, tail, unique};
+use crate::env::{
+    AGENT_USER, Env, Fault, FileRead, LOG_CAP, Outcome, REPORT_CAP, exit_note, sv, tail, unique,
+};
 use crate::snapshot;
 use crate::status::Status;
 
@@ -293,20 +295,28 @@ impl AgentRun {
     /// and the agent's modules load in a worker as the agent's uid; only plain data crosses
     /// (`python/bridge_trusted.py`). `mode` is `pytest` or `unittest`. The launcher stops the
     /// agent's code a few seconds before the grading budget ends, so the tests still write
-    /// their report: that outcome is `timed_out`. The report lies in the run's folder, which
-    /// only the trusted uid and root can reach: read it as root.
+    /// their report: that outcome is `timed_out`. The report (`report`, in the run's folder,
+    /// which only the trusted uid and root can reach) comes back in the same exec: the
+    /// launcher prints it once the trusted process ended and every agent process is killed,
+    /// and appends the run's forbidden-API log to the grading's.
     pub async fn exec_bridged(
         &self,
         env: &Env<'_, '_>,
         mode: &str,
         args: Vec<String>,
-    ) -> Result<sandbox::ExecOutcome, Fault> {
+        report: &str,
+    ) -> Result<(sandbox::ExecOutcome, FileRead), Fault> {
         env.pristine
             .store(false, std::sync::atomic::Ordering::SeqCst);
         let deadline = env
             .remaining()
             .saturating_sub(BRIDGE_MARGIN)
             .max(Duration::from_secs(1));
+        let (runlog, log) = if self.runlog.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (self.runlog.clone(), env.forbidden_log.clone())
+        };
         let mut argv = vec![
             "python3".to_owned(),
             "-I".into(),
@@ -318,14 +328,24 @@ impl AgentRun {
             self.dir.clone(),
             AGENT_UID.to_string(),
             format!("{:.1}", deadline.as_secs_f64()),
+            report.to_owned(),
+            REPORT_CAP.to_string(),
+            runlog,
+            log,
             mode.to_owned(),
         ];
         argv.extend(args);
-        let out = env
-            .exec_as("root", argv, self.env.clone(), Some("/"), None, LOG_CAP)
-            .await;
-        self.collect_log(env).await;
-        let mut out = out?;
+        // The report on stdout: `R` and at most REPORT_CAP + 1 bytes.
+        let mut out = env
+            .exec_as(
+                "root",
+                argv,
+                self.env.clone(),
+                Some("/"),
+                None,
+                REPORT_CAP + 2,
+            )
+            .await?;
         match out.exit_code {
             Some(124) => out.timed_out = true,
             Some(125) => {
@@ -336,7 +356,13 @@ impl AgentRun {
             }
             _ => {}
         }
-        Ok(out)
+        let stdout = std::mem::take(&mut out.stdout);
+        let read = match stdout.split_first() {
+            Some((b'R', rest)) if rest.len() > REPORT_CAP => FileRead::TooLarge,
+            Some((b'R', rest)) => FileRead::Bytes(rest.to_vec()),
+            _ => FileRead::Missing,
+        };
+        Ok((out, read))
     }
 
     /// Runs our own trusted program as root with this run's environment (which the agent-side

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, StaticTests, checked_outcome};
-use crate::env::{Env, FileRead, Outcome, REPORT_CAP, exit_note, sv, tryf};
+use crate::env::{Env, FileRead, Outcome, exit_note, sv, tryf};
 use crate::junit;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -99,8 +99,7 @@ async fn pytest(env: &Env<'_, '_>, tests: &str, args: &[String]) -> Outcome {
     }
     argv.extend(args.iter().cloned());
     // The tests run in the trusted process, the agent's modules in its worker (the bridge).
-    let out = tryf!(run.exec_bridged(env, "pytest", argv).await);
-    let report = tryf!(env.read_file(&xml, REPORT_CAP).await);
+    let (out, report) = tryf!(run.exec_bridged(env, "pytest", argv, &xml).await);
     junit_verdict(&out, report, &canary, &listed)
 }
 

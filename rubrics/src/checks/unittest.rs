@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, CanaryAt, Listing};
 use crate::checks::canary::{Canary, checked_outcome};
-use crate::env::{Env, FileRead, Outcome, REPORT_CAP, exit_note, tryf};
+use crate::env::{Env, FileRead, Outcome, exit_note, tryf};
 use crate::report::TestResult;
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -73,8 +73,7 @@ async fn unittest(env: &Env<'_, '_>, tests: &str) -> Outcome {
     let result = format!("{}/unittest.json", run.dir);
     // The tests run in the trusted process, the agent's modules in its worker (the bridge).
     let argv = vec![held, result.clone(), canary_file];
-    let out = tryf!(run.exec_bridged(env, "unittest", argv).await);
-    let read = tryf!(env.read_file(&result, REPORT_CAP).await);
+    let (out, read) = tryf!(run.exec_bridged(env, "unittest", argv, &result).await);
     let FileRead::Bytes(bytes) = read else {
         return if out.timed_out {
             Outcome::new(Status::Timeout, 0.0).detail(exit_note(&out))
