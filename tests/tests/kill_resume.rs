@@ -118,6 +118,15 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
         }
     };
     let _ = child.wait().await;
+    // The killed process's warnings, as far as its stderr tail holds them.
+    for line in child
+        .stderr_tail()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .take(40)
+    {
+        eprintln!("killed: {line}");
+    }
 
     let out = run_green(
         &["resume", &run_id, "--results-dir", &results_s],
@@ -126,6 +135,15 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     )
     .await;
     out.assert_success();
+    // The resumed process's warnings (a failure below is read with them).
+    for line in out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .take(40)
+    {
+        eprintln!("resume: {line}");
+    }
 
     let store = Store::open_existing_with(&run_dir, &run_id, db.as_ref())
         .await
@@ -139,9 +157,12 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     for t in &trials {
         let score = t.result.as_ref().and_then(|r| r.score);
         if score != Some(1.0) {
-            let attempts = store.attempts(&run_id, &t.planned.id).await;
+            let attempts = store
+                .attempts(&run_id, &t.planned.id)
+                .await
+                .expect("attempts");
             panic!(
-                "{} {} scored {score:?}: {:#?}\nattempts: {attempts:#?}",
+                "{} {} scored {score:?}: {:#?}\nattempts: {}",
                 t.planned.agent,
                 t.planned.repeat_index,
                 t.result.as_ref().map(|r| (
@@ -151,7 +172,8 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
                     &r.flags,
                     &r.phases,
                     &r.grade_report
-                ))
+                )),
+                summary(&attempts)
             );
         }
     }
@@ -182,7 +204,14 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
             .iter()
             .filter_map(|a| a.a2a_task_id.as_deref())
             .collect();
-        assert_eq!(tasks.len(), 1, "{id} ({}): {attempts:#?}", t.planned.agent);
+        assert_eq!(
+            tasks.len(),
+            1,
+            "{id} ({}): {}\nevents: {}",
+            t.planned.agent,
+            summary(&attempts),
+            trial_events(&events, id)
+        );
         taken_over += attempts.iter().filter(|a| a.kind == "reattached").count();
         let counted = t.result.as_ref().map(|r| r.attempts as usize);
         assert_eq!(
@@ -214,4 +243,35 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     let report = report_via_cli(results.path(), &run_id, &env).await;
     assert_eq!(report["trials"].as_array().map(Vec::len), Some(20));
     assert_eq!(report["run"]["status"], "finished");
+}
+
+/// One line per attempt: what a failure message needs to tell the paths apart (the rows
+/// themselves, with the agent's whole final task, drown the rest of the output).
+fn summary(attempts: &[green_agent::store::AttemptRow]) -> String {
+    attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "\n  #{} {} pid {} task {:?} driven {} collected {} ended {:?} ({:?}) container {:?}",
+                a.attempt,
+                a.kind,
+                a.pid,
+                a.a2a_task_id,
+                a.driven.is_some(),
+                a.collected.is_some(),
+                a.ended,
+                a.detail,
+                a.place.container.as_deref().map(|c| &c[..12.min(c.len())])
+            )
+        })
+        .collect()
+}
+
+/// The run's events of one trial, one line each.
+fn trial_events(events: &[green_agent::store::EventRow], trial: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e.trial_id.as_deref() == Some(trial))
+        .map(|e| format!("\n  {} {} {}", e.at, e.kind, e.data))
+        .collect()
 }

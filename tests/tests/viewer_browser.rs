@@ -87,6 +87,16 @@ async fn browse(env: BTreeMap<String, String>, label: &str) {
         .eval("return document.querySelectorAll('tr.trial-row').length;")
         .await;
     assert_eq!(rows, 6);
+    // The run ended before the page was rendered: its live feed only says so and closes; the
+    // rows are never swapped under the reader (a click on a row being replaced is lost).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        browser
+            .eval("return Number(document.getElementById('live').dataset.updates || 0);")
+            .await,
+        0,
+        "a finished run's page is not fetched again"
+    );
     assert!(
         browser.html().await.contains("id=\"score-plot\""),
         "the score plot is drawn"

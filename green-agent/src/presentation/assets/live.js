@@ -1,7 +1,8 @@
 // research-bench viewer: the one script. On a run page it follows the run's live event feed
 // (Server-Sent Events from /api/runs/<run>/events/stream) and, when a trial starts or finishes,
 // fetches the page again and swaps the #live region in place, highlighting rows that changed;
-// the feed's `end` event (the run is no longer running) closes it.
+// the feed's `end` event (the run is no longer running) closes it, with one last refresh if
+// the page showed the run running.
 // It also toggles all trajectory steps open or closed. No library, no network beyond this server.
 (function () {
   "use strict";
@@ -57,6 +58,12 @@
   ["trial_started", "trial_finished", "run_finished", "run_resumed"].forEach(function (kind) {
     source.addEventListener(kind, schedule);
   });
-  // the server's last event: the run is over, the feed closes (no reconnection)
-  source.addEventListener("end", function () { schedule(); source.close(); });
+  // The server's last event: the run is not running (any more); the feed closes (no
+  // reconnection). The page is fetched again only if it showed the run running: a page
+  // rendered after the run ended is current, and swapping it would pull the rows from under
+  // the reader's cursor (a click landing on a row that is being replaced is lost).
+  source.addEventListener("end", function () {
+    source.close();
+    if (live.getAttribute("data-status") === "running") schedule();
+  });
 })();
