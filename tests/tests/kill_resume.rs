@@ -4,6 +4,10 @@
 //! and no container of the run is left (by label); then `report`. Once with per-run SQLite
 //! files, once with every row in a real PostgreSQL server.
 //!
+//! And the narrowest window, made on purpose: a trial whose attempt ended `finished` with its
+//! outputs stored while its result was never written (the process died between the two) is
+//! graded from those outputs by `resume`; the agent is not started again.
+//!
 //! Evidence of "exactly once" that does not rest on the green agent's word: the `cmd` agent
 //! calls the scripted model once, and the proxy's call log on the host (appended to by both
 //! green-agent processes) must hold exactly one call per trial. For every trial the store's
@@ -14,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::postgres::Postgres;
 use e2e_tests::{
-    counting_proxy_config, leftovers, model_call_command, proxy_calls, report_via_cli, run_green,
-    spawn_green, write_task,
+    AgentCreations, counting_proxy_config, leftovers, model_call_command, proxy_calls,
+    report_via_cli, run_green, spawn_green, write_task,
 };
 use green_agent::database::DatabaseUrl;
 use green_agent::store::Store;
@@ -274,4 +278,100 @@ fn trial_events(events: &[green_agent::store::EventRow], trial: &str) -> String 
         .filter(|e| e.trial_id.as_deref() == Some(trial))
         .map(|e| format!("\n  {} {} {}", e.at, e.kind, e.data))
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trial_collected_but_never_recorded_is_graded_from_its_outputs() {
+    let tasks = tempfile::tempdir().expect("tempdir");
+    write_task(
+        tasks.path(),
+        "echo-done",
+        "Write `done` to out.txt.\n",
+        TESTS,
+        "echo done > out.txt",
+        "python",
+    );
+    let results = tempfile::tempdir().expect("tempdir");
+    let results_s = results.path().display().to_string();
+    let tasks_s = tasks.path().display().to_string();
+    let run_id = format!("e2e-unrecorded-{}", std::process::id());
+    let run_dir = results.path().join(&run_id);
+    let creations = AgentCreations::watch(&run_id).await;
+    let out = run_green(
+        &[
+            "run",
+            "--tasks",
+            &tasks_s,
+            "--agents",
+            "oracle",
+            "--run-id",
+            &run_id,
+            "--results-dir",
+            &results_s,
+        ],
+        &BTreeMap::new(),
+        Duration::from_secs(600),
+    )
+    .await;
+    out.assert_success();
+    // The state a process leaves when it dies after closing the attempt and before writing the
+    // trial's result: the attempt `finished` with its outputs, the trial still running.
+    let db = run_dir.join(green_agent::store::DB_FILE);
+    let sql = format!(
+        "UPDATE trials SET state = 'running', outcome = NULL, score = NULL, passed = NULL, \
+         grade_status = NULL, finished_at = NULL WHERE run_id = '{run_id}'; \
+         DELETE FROM grades WHERE run_id = '{run_id}'; \
+         DELETE FROM events WHERE run_id = '{run_id}' AND kind IN ('trial_finished', 'run_finished'); \
+         UPDATE runs SET status = 'running', finished_at = NULL WHERE id = '{run_id}';"
+    );
+    let mut sqlite = sandbox::child::SupervisedChild::spawn(sandbox::child::ChildSpec {
+        program: "sqlite3".into(),
+        args: vec![db.display().to_string(), sql],
+        env: std::env::vars().collect(),
+        clear_env: true,
+        cwd: run_dir.clone(),
+        limits: None,
+    })
+    .expect("sqlite3 starts");
+    let edited = sqlite.wait().await;
+    assert!(edited.success(), "sqlite3: {}", sqlite.stderr_tail());
+    let out = run_green(
+        &["resume", &run_id, "--results-dir", &results_s],
+        &BTreeMap::new(),
+        Duration::from_secs(600),
+    )
+    .await;
+    out.assert_success();
+
+    let store = Store::open_existing(&run_dir, &run_id)
+        .await
+        .expect("store");
+    let trials = store.trials(&run_id).await.expect("trials");
+    assert_eq!(trials.len(), 1);
+    let t = &trials[0];
+    let r = t.result.as_ref().expect("recorded");
+    assert_eq!(t.state, "done");
+    assert_eq!(r.score, Some(1.0), "{r:?}");
+    assert!(
+        r.flags
+            .iter()
+            .any(|f| f.contains("graded from the outputs attempt 1 collected")),
+        "{:?}",
+        r.flags
+    );
+    let attempts = store
+        .attempts(&run_id, &t.planned.id)
+        .await
+        .expect("attempts");
+    assert_eq!(attempts.len(), 2, "{}", summary(&attempts));
+    assert_eq!(attempts[0].ended.as_deref(), Some("finished"));
+    assert_eq!(attempts[1].kind, "reattached", "{}", summary(&attempts));
+    assert_eq!(r.attempts, 2);
+    let creations = creations.stop().await;
+    assert_eq!(
+        creations.get(&t.planned.id),
+        Some(&1),
+        "one agent container over both processes: {creations:?}"
+    );
+    assert_eq!(leftovers(&run_id).await, 0, "the run cleaned up");
 }

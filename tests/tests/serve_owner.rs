@@ -82,8 +82,10 @@ async fn after_a_crash_two_services_and_a_resume_run_each_trial_once() {
         .expect("run id")
         .to_owned();
     // Agent containers created per trial from here on (the first trial's may precede it).
-    let creations = AgentCreations::watch(&run_id).await;
+    // Starts are watched first: a create the second watcher sees has its start seen by the
+    // first (the other order lost the first trial's start when it came within the second).
     let starts = AgentCreations::watch_starts(&run_id).await;
+    let creations = AgentCreations::watch(&run_id).await;
     wait_for(&url, &id, "a finished trial", |t| trial_artifacts(t) >= 1).await;
     first.0.kill_tree(); // SIGKILL: no cleanup at all
     drop(first);

@@ -138,7 +138,8 @@ async fn create_sandbox(
     };
     // The workspace travels with the creation: one upload before the adapter starts.
     let workspace = [CopyIn::new(view.workspace.dir(), paths::WORKSPACE)];
-    Ok(res.keep(env.backend.create_with(spec, &workspace).await?))
+    let sandbox = env.backend.create_with(spec, &workspace).await?;
+    Ok(res.keep_agent(Arc::from(sandbox)))
 }
 
 /// The headers for an external agent, their values read from the environment now.

@@ -63,7 +63,14 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
         if input.agent == AgentSpec::Oracle && input.task.oracle_solution().is_none() {
             return record::no_reference(env.backend.name() == "docker");
         }
-        let mut left = env.leftovers.take(&input.planned.id);
+        // What a dead process left: an open attempt (gathered by the resume), else outputs
+        // its last attempt collected although the trial's result was never recorded (it died
+        // between the attempt's end and the record, or during a retry's wait): graded from
+        // them, the agent is not run again.
+        let mut left = match env.leftovers.take(&input.planned.id) {
+            Some(l) => Some(l),
+            None => Left::collected_by_last_attempt(env, input).await,
+        };
         // A regrade grades stored outputs: whatever fails, its agent never starts over.
         let regrading = left.as_ref().is_some_and(Left::is_regrade);
         // What the trial's flags must say about its history (reattached, started over).
@@ -72,7 +79,8 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
         loop {
             attempt += 1;
             let how = left.take().map_or(How::Fresh, |l| How::Reattach(Box::new(l)));
-            match attempt_once(env, input, how, &mut notes).await {
+            let mut retry_from = None;
+            match attempt_once(env, input, how, &mut notes, &mut retry_from).await {
                 Ok(mut r) => {
                     r.attempts = attempt;
                     notes.append(&mut r.flags);
@@ -153,15 +161,21 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
                         )
                         .await;
                     if attempt > env.settings.infra_retries {
+                        if let Some(l) = retry_from {
+                            l.discard(env, &e.to_string()).await;
+                        }
                         let isolated = env.backend.name() == "docker";
                         let mut r = record::infra_failure(e.to_string(), attempt, isolated);
                         notes.append(&mut r.flags);
                         r.flags = notes;
                         return r;
                     }
-                    // Outputs collected before the failure are graded again, the agent is
-                    // not run again.
-                    left = Left::collected_by_last_attempt(env, input).await;
+                    // The agent the attempt started is taken over (or the outputs it
+                    // collected graded again): it is not run again.
+                    left = match retry_from {
+                        Some(l) => Some(l),
+                        None => Left::collected_by_last_attempt(env, input).await,
+                    };
                     tokio::time::sleep(Duration::from_millis(500 * 2u64.pow(attempt.min(6)))).await;
                 }
             }
@@ -198,17 +212,26 @@ async fn attempt_once(
     input: &TrialInput,
     how: How,
     notes: &mut Vec<String>,
+    retry_from: &mut Option<Left>,
 ) -> Result<TrialResult, InfraError> {
     let mut res = Resources::default();
     let mut number = None;
     // A panic in the trial's own code ends this trial, not the process: the attempt is
     // closed and its objects removed like any failed attempt's.
     let out = contained(phases(env, input, how, &mut res, &mut number, notes)).await;
-    if out.is_ok() {
-        res.release_later(env.backend.clone(), &env.teardown);
-    } else {
-        res.release(env.backend.as_ref()).await;
+    match &out {
+        Ok(_) => res.release_later(env.backend.clone(), &env.teardown),
+        Err(e) => {
+            // A retried failure after the agent started: the retry takes that agent over.
+            if is_retried(e) {
+                *retry_from = Left::after_failure(env, input, number, &mut res, e).await;
+            }
+            res.release(env.backend.as_ref()).await;
+        }
     }
+    // Left open for the retry that takes its agent over (a crash before it does leaves the
+    // attempt, and the agent's container, to a resumed run).
+    let number = number.filter(|_| !retry_from.as_ref().is_some_and(Left::keeps_attempt_open));
     if let Some(p) = &env.proxy {
         // the attempt's token dies with it; a retry registers afresh
         p.unregister(&input.planned.id);
@@ -229,6 +252,11 @@ async fn attempt_once(
         }
     }
     out
+}
+
+/// Whether the trial is attempted again after `e` (see [`attempts`]).
+fn is_retried(e: &InfraError) -> bool {
+    !matches!(e, InfraError::AgentGone(_) | InfraError::Panicked(_)) && !e.is_incompatible()
 }
 
 async fn phases(

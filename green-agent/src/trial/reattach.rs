@@ -17,10 +17,17 @@
 //!
 //! After that the usual phases run: drive (following, never sending again), collect, grade,
 //! record.
+//!
+//! The same takeover serves a retry in this process ([`Left::after_failure`]): an attempt that
+//! failed on an infrastructure error once its agent was started leaves that agent (container
+//! kept, attempt open) to the retry, never a second agent while the first can still finish or be
+//! collected (one that is gone, e.g. with its node, starts over as after a restart). A trial
+//! whose last attempt collected outputs without a recorded result (its process died between the
+//! two) is graded from them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use a2a_protocol::{A2aClient, ClientConfig, GetTaskRequest, ListTasksRequest};
@@ -42,13 +49,15 @@ use crate::agents::AgentSpec;
 use crate::model::{ArtifactRef, Outcome, Usage};
 use crate::store::{AgentPlace, AttemptKind, AttemptRow, Store};
 
-/// What a dead process left of one trial.
+/// What a dead process, or a failed attempt of this one, left of one trial.
 #[derive(Debug)]
 pub struct Left {
     attempt: AttemptRow,
-    /// The adopted container of a hosted agent (`None`: gone, or an external agent).
-    sandbox: Option<Box<dyn Sandbox>>,
+    /// The adopted (or kept) container of a hosted agent (`None`: gone, or an external agent).
+    sandbox: Option<Arc<dyn Sandbox>>,
     network: Option<NetworkHandle>,
+    /// Why this process's own attempt failed (`None`: its process died).
+    failure: Option<String>,
 }
 
 impl Left {
@@ -73,7 +82,69 @@ impl Left {
             attempt: last,
             sandbox: None,
             network: None,
+            failure: None,
         })
+    }
+
+    /// What attempt `number` of this process, failed on an infrastructure error, leaves to the
+    /// retry: once its agent was started (an attempt is recorded only then), the retry takes
+    /// that agent over as a resumed run would (its task followed by id, found by `ListTasks`,
+    /// or sent if it never arrived; its outputs collected from it), so an agent never runs
+    /// twice for one trial; outputs already collected are graded again. The agent's sandbox
+    /// and network are taken out of `res` (not removed). `None`: nothing was started.
+    pub(crate) async fn after_failure(
+        env: &RunEnv,
+        input: &TrialInput,
+        number: Option<u32>,
+        res: &mut Resources,
+        failure: &InfraError,
+    ) -> Option<Self> {
+        let number = number?;
+        let row = match env.store.attempts(&env.run_id, &input.planned.id).await {
+            Ok(rows) => rows.into_iter().find(|a| a.attempt == number)?,
+            Err(e) => {
+                warn!(error = %e, "cannot read the failed attempt back; its agent is not taken over");
+                return None;
+            }
+        };
+        let (sandbox, network) = if row.collected.is_some() {
+            (None, None)
+        } else {
+            res.take_agent()
+                .map_or((None, None), |(sb, net)| (Some(sb), net))
+        };
+        Some(Left {
+            attempt: row,
+            sandbox,
+            network,
+            failure: Some(failure.to_string()),
+        })
+    }
+
+    /// Whether a retry must keep the attempt open (its agent taken over: a crash meanwhile
+    /// leaves it for a resumed run to adopt).
+    pub(crate) fn keeps_attempt_open(&self) -> bool {
+        self.failure.is_some() && self.attempt.collected.is_none()
+    }
+
+    /// Removes the kept agent and closes its attempt (no retry is left to take it over).
+    pub(crate) async fn discard(self, env: &RunEnv, why: &str) {
+        if let Some(sb) = &self.sandbox {
+            remove(env.backend.as_ref(), sb.as_ref(), self.network.as_ref()).await;
+        }
+        if let Err(e) = env
+            .store
+            .end_attempt(
+                &env.run_id,
+                &self.attempt.trial_id,
+                self.attempt.attempt,
+                "infra_error",
+                Some(why),
+            )
+            .await
+        {
+            warn!(error = %e, "could not close the attempt in the store");
+        }
     }
 }
 
@@ -143,7 +214,8 @@ impl Leftovers {
                 let left = Left {
                     attempt,
                     network: adopted.as_ref().and_then(|a| a.network.clone()),
-                    sandbox: adopted.map(|a| a.sandbox),
+                    sandbox: adopted.map(|a| Arc::from(a.sandbox)),
+                    failure: None,
                 };
                 (trial, left)
             })
@@ -259,35 +331,53 @@ pub(crate) async fn reattach(
     attempt: &mut Option<u32>,
 ) -> Result<Resumed, InfraError> {
     let before = left.attempt.clone();
+    let failure = left.failure.clone();
     let out = log
         .run("reattach", take_over(env, input, left, res, attempt))
         .await;
     match &out {
         Err(InfraError::AgentGone(why)) => {
             warn!(why, "cannot reattach; the trial starts over");
+            // This process's own failed attempt stays an infrastructure failure (its cause
+            // first); one a dead process left is `agent_gone`.
+            let (ended, detail) = match &failure {
+                Some(cause) => (
+                    "infra_error",
+                    format!("{cause}; its agent could not be taken over ({why})"),
+                ),
+                None => ("agent_gone", why.clone()),
+            };
             env.store
                 .end_attempt(
                     &env.run_id,
                     &input.planned.id,
                     before.attempt,
-                    "agent_gone",
-                    Some(why),
+                    ended,
+                    Some(&detail),
                 )
                 .await?;
         }
         // a regrade's own attempt grades: it stays open until it ends
         _ if *attempt == Some(before.attempt) => {}
         _ => {
+            let taker = attempt.unwrap_or(0);
+            let (ended, detail) = match &failure {
+                Some(why) => (
+                    "infra_error",
+                    format!("{why}; taken over by attempt {taker}"),
+                ),
+                None => (
+                    "abandoned",
+                    format!("its process died; taken over by attempt {taker}"),
+                ),
+            };
             env.store
                 .end_attempt(
                     &env.run_id,
                     &input.planned.id,
                     before.attempt,
-                    "abandoned",
-                    Some(&format!(
-                        "its process died; taken over by attempt {}",
-                        attempt.unwrap_or(0)
-                    )),
+                    ended,
+                    Some(&detail),
                 )
                 .await?;
         }
@@ -306,10 +396,11 @@ async fn take_over(
         attempt: row,
         sandbox,
         network,
+        failure,
     } = left;
     // Whatever path the trial takes from here, the adopted container and its network are this
     // attempt's to remove (a trial graded from collected outputs never uses them again).
-    let sandbox = sandbox.map(|sb| res.keep(sb));
+    let sandbox = sandbox.map(|sb| res.keep_agent(sb));
     if let Some(n) = network {
         res.keep_network(n);
     }
@@ -376,7 +467,17 @@ async fn take_over(
                     client,
                     file_server: None,
                 });
-                return Ok(collect_only(prep, side, run, &row));
+                return collect_only(
+                    env,
+                    input,
+                    prep,
+                    side,
+                    run,
+                    &row,
+                    failure.as_deref(),
+                    attempt,
+                )
+                .await;
             }
             let task_id = match task_id {
                 Some(id) => id,
@@ -413,7 +514,17 @@ async fn take_over(
                     sandbox: sb,
                     client,
                 });
-                return Ok(collect_only(prep, side, run, &row));
+                return collect_only(
+                    env,
+                    input,
+                    prep,
+                    side,
+                    run,
+                    &row,
+                    failure.as_deref(),
+                    attempt,
+                )
+                .await;
             }
             if !matches!(sb.main_exit().await, Ok(None)) {
                 return Err(InfraError::AgentGone(
@@ -469,18 +580,22 @@ async fn take_over(
     }
     let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
     *attempt = Some(n);
+    let after = match &failure {
+        Some(why) => format!("taken over after an infrastructure failure ({why})"),
+        None => "reattached after a restart of the green agent".to_owned(),
+    };
     let note = match &task_id {
         Some(id) => format!(
-            "reattached after a restart of the green agent: attempt {n} followed task {id} of attempt {} (the agent was not run again)",
+            "{after}: attempt {n} followed task {id} of attempt {} (the agent was not run again)",
             row.attempt
         ),
         None => format!(
-            "reattached after a restart of the green agent: the agent of attempt {} had not received the task; sent once by attempt {n}",
+            "{after}: the agent of attempt {} had not received the task; sent once by attempt {n}",
             row.attempt
         ),
     };
     info!(%note, "reattached");
-    let note = if prep.proxy_token.is_some() {
+    let note = if prep.proxy_token.is_some() && failure.is_none() {
         format!(
             "{note}; model usage before the restart is not counted (the proxy's meter died with the green agent), and the model proxy was down from that death until this restart: model calls the agent made meanwhile were refused (agents that retry refused connections, as the Claude Code and Codex CLIs do, carry on)"
         )
@@ -500,22 +615,53 @@ async fn take_over(
 }
 
 /// A trial whose agent ended before the restart: collected without driving it again.
-fn collect_only(prep: Prepared, side: AgentSide, run: AgentRun, row: &AttemptRow) -> Resumed {
+/// Collection from an agent that ended under `row`'s attempt, in a new attempt (numbered in
+/// `attempt`) that carries the agent's task id and end: a crash before its outputs are stored
+/// leaves them for the next resume as `row` left them.
+#[allow(clippy::too_many_arguments)] // the takeover's state, passed on once
+async fn collect_only(
+    env: &RunEnv,
+    input: &TrialInput,
+    prep: Prepared,
+    side: AgentSide,
+    run: AgentRun,
+    row: &AttemptRow,
+    failure: Option<&str>,
+    attempt: &mut Option<u32>,
+) -> Result<Resumed, InfraError> {
+    let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
+    *attempt = Some(n);
+    if let Some(id) = &row.a2a_task_id {
+        env.store
+            .attempt_task(&env.run_id, &input.planned.id, n, id)
+            .await?;
+    }
+    if let Some(value) = &row.driven {
+        env.store
+            .attempt_driven(&env.run_id, &input.planned.id, n, value)
+            .await?;
+    }
+    let after = match failure {
+        Some(why) => format!("collected after an infrastructure failure ({why})"),
+        None => "collected after a restart of the green agent".to_owned(),
+    };
     let mut note = format!(
-        "collected after a restart of the green agent: the agent of attempt {} had ended (it was not run again)",
+        "{after}: the agent of attempt {} had ended (it was not run again)",
         row.attempt
     );
     if prep.proxy_token.is_some() {
-        note.push_str(
-            "; its model usage is not counted (the proxy's meter died with the green agent)",
-        );
+        note.push_str(if failure.is_some() {
+            "; its model usage is not counted (its meter ended with the failed attempt)"
+        } else {
+            "; its model usage is not counted (the proxy's meter died with the green agent)"
+        });
     }
-    Resumed::Driven {
+    Ok(Resumed::Driven {
         prep,
         side,
         run,
         note,
-    }
+    })
 }
 
 /// Stores how the attempt's agent ended (before collection), so a resumed run collects from

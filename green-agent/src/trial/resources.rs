@@ -11,18 +11,34 @@ use tracing::warn;
 pub(crate) struct Resources {
     sandboxes: Vec<Arc<dyn Sandbox>>,
     networks: Vec<NetworkHandle>,
+    /// The hosted agent's sandbox (also in `sandboxes`), for [`Resources::take_agent`].
+    agent: Option<Arc<dyn Sandbox>>,
 }
 
 impl Resources {
-    /// Keeps a sandbox for removal and hands back a shared handle to it.
-    pub(crate) fn keep(&mut self, sb: Box<dyn Sandbox>) -> Arc<dyn Sandbox> {
-        self.keep_shared(Arc::from(sb))
-    }
-
     /// Keeps a shared sandbox for removal and hands it back.
     pub(crate) fn keep_shared(&mut self, sb: Arc<dyn Sandbox>) -> Arc<dyn Sandbox> {
         self.sandboxes.push(sb.clone());
         sb
+    }
+
+    /// Keeps the agent's sandbox for removal (unless [`Resources::take_agent`] takes it back).
+    pub(crate) fn keep_agent(&mut self, sb: Arc<dyn Sandbox>) -> Arc<dyn Sandbox> {
+        self.agent = Some(sb.clone());
+        self.keep_shared(sb)
+    }
+
+    /// Takes the agent's sandbox (if it is still kept) and its network out of what is
+    /// removed: a retry takes the agent over instead of starting another one.
+    pub(crate) fn take_agent(&mut self) -> Option<(Arc<dyn Sandbox>, Option<NetworkHandle>)> {
+        let agent = self.agent.take()?;
+        let before = self.sandboxes.len();
+        self.sandboxes.retain(|s| !Arc::ptr_eq(s, &agent));
+        if self.sandboxes.len() == before {
+            return None;
+        }
+        // The only network an attempt creates is its agent's.
+        Some((agent, self.networks.pop()))
     }
 
     /// Keeps a network for removal.
