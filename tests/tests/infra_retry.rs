@@ -30,41 +30,71 @@ def test_out():
     assert open(os.path.join(W, "out.txt")).read().strip() == "done"
 "#;
 
-/// The real engine, except that the first agent container is refused.
-#[derive(Debug)]
-struct FirstAgentRefused {
-    inner: DockerBackend,
-    agent_creates: AtomicUsize,
+/// Which infrastructure failure [`Faulty`] forces, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The first agent container is refused (before any agent runs).
+    RefuseFirstAgent,
+    /// The first copy-out of an agent's workspace fails (after the agent ran: collection).
+    FailFirstCollection,
 }
 
-impl FirstAgentRefused {
-    fn refuse(&self, spec: &SandboxSpec) -> Result<(), SandboxError> {
-        if spec.owner.role == Role::Agent && self.agent_creates.fetch_add(1, Ordering::SeqCst) == 0
-        {
-            return Err(SandboxError::InvalidSpec(
-                "the engine refused this container (forced by the test)".into(),
-            ));
+/// The real engine, but for one forced failure.
+#[derive(Debug)]
+struct Faulty {
+    inner: DockerBackend,
+    fault: Fault,
+    agent_creates: AtomicUsize,
+    copy_outs: Arc<AtomicUsize>,
+}
+
+impl Faulty {
+    fn new(inner: DockerBackend, fault: Fault) -> Self {
+        Faulty {
+            inner,
+            fault,
+            agent_creates: AtomicUsize::new(0),
+            copy_outs: Arc::default(),
         }
-        Ok(())
     }
 }
 
+#[derive(Debug)]
+struct CollectionFailsOnce {
+    inner: Box<dyn Sandbox>,
+    copy_outs: Arc<AtomicUsize>,
+}
+
 #[async_trait]
-impl Backend for FirstAgentRefused {
+impl Backend for Faulty {
     fn name(&self) -> &'static str {
         "docker"
     }
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
-        self.refuse(&spec)?;
-        self.inner.create(spec).await
+        self.create_with(spec, &[]).await
     }
     async fn create_with(
         &self,
         spec: SandboxSpec,
         files: &[CopyIn],
     ) -> Result<Box<dyn Sandbox>, SandboxError> {
-        self.refuse(&spec)?;
-        self.inner.create_with(spec, files).await
+        if spec.owner.role != Role::Agent {
+            return self.inner.create_with(spec, files).await;
+        }
+        let first = self.agent_creates.fetch_add(1, Ordering::SeqCst) == 0;
+        if first && self.fault == Fault::RefuseFirstAgent {
+            return Err(SandboxError::InvalidSpec(
+                "the engine refused this container (forced by the test)".into(),
+            ));
+        }
+        let sb = self.inner.create_with(spec, files).await?;
+        Ok(match self.fault {
+            Fault::RefuseFirstAgent => sb,
+            Fault::FailFirstCollection => Box::new(CollectionFailsOnce {
+                inner: sb,
+                copy_outs: self.copy_outs.clone(),
+            }),
+        })
     }
     async fn create_network(
         &self,
@@ -88,21 +118,6 @@ impl Backend for FirstAgentRefused {
     async fn adopt(&self, run_id: &str) -> Result<sandbox::Adoption, SandboxError> {
         self.inner.adopt(run_id).await
     }
-}
-
-/// The real engine, except that the first copy-out of an agent's workspace fails (after the
-/// agent ran: collection).
-#[derive(Debug)]
-struct FirstCollectionFails {
-    inner: DockerBackend,
-    agent_creates: Arc<AtomicUsize>,
-    copy_outs: Arc<AtomicUsize>,
-}
-
-#[derive(Debug)]
-struct CollectionFailsOnce {
-    inner: Box<dyn Sandbox>,
-    copy_outs: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -164,54 +179,6 @@ impl Sandbox for CollectionFailsOnce {
     }
 }
 
-#[async_trait]
-impl Backend for FirstCollectionFails {
-    fn name(&self) -> &'static str {
-        "docker"
-    }
-    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
-        self.create_with(spec, &[]).await
-    }
-    async fn create_with(
-        &self,
-        spec: SandboxSpec,
-        files: &[CopyIn],
-    ) -> Result<Box<dyn Sandbox>, SandboxError> {
-        let agent = spec.owner.role == Role::Agent;
-        let sb = self.inner.create_with(spec, files).await?;
-        if !agent {
-            return Ok(sb);
-        }
-        self.agent_creates.fetch_add(1, Ordering::SeqCst);
-        Ok(Box::new(CollectionFailsOnce {
-            inner: sb,
-            copy_outs: self.copy_outs.clone(),
-        }))
-    }
-    async fn create_network(
-        &self,
-        owner: &Owner,
-        port: Option<u16>,
-    ) -> Result<NetworkHandle, SandboxError> {
-        self.inner.create_network(owner, port).await
-    }
-    async fn remove_network(&self, network: &NetworkHandle) -> Result<(), SandboxError> {
-        self.inner.remove_network(network).await
-    }
-    async fn reaches_loopback(&self) -> bool {
-        self.inner.reaches_loopback().await
-    }
-    async fn reap(&self, run_id: Option<&str>) -> Result<usize, SandboxError> {
-        self.inner.reap(run_id).await
-    }
-    async fn image_exists(&self, image: &str) -> Result<bool, SandboxError> {
-        self.inner.image_exists(image).await
-    }
-    async fn adopt(&self, run_id: &str) -> Result<sandbox::Adoption, SandboxError> {
-        self.inner.adopt(run_id).await
-    }
-}
-
 #[derive(Debug)]
 struct Quiet;
 
@@ -220,8 +187,12 @@ impl Observer for Quiet {
     fn finished(&self, _trial: &PlannedTrial, _result: &TrialResult) {}
 }
 
-#[tokio::test]
-async fn a_refused_container_is_retried_and_the_retry_is_graded() {
+/// One trial of a one-task run (`oracle` on a task writing `done`, tested by [`TESTS`]) on
+/// the real engine but for `fault`, with two infrastructure retries allowed.
+async fn one_trial(
+    name: &str,
+    fault: Fault,
+) -> (Arc<Faulty>, RunEnv, TrialInput, tempfile::TempDir) {
     let docker = DockerBackend::connect().await.expect("the Docker Engine");
     let recipe = sandbox::images::recipe("python").expect("python recipe");
     let image = sandbox::images::ensure(&docker, &recipe, |_| {})
@@ -230,20 +201,18 @@ async fn a_refused_container_is_retried_and_the_retry_is_graded() {
     let tasks = tempfile::tempdir().expect("tempdir");
     let dir = write_task(
         tasks.path(),
-        "retried",
+        name,
         "Write `done` to out.txt.\n",
         TESTS,
         "echo done > out.txt",
         "python",
     );
     let task = Arc::new(tasks::load_task(&dir).expect("task loads"));
-    let results = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(results.path()).await.expect("store");
-    let run_id = format!("infra-retry-{}", std::process::id());
-    let backend = Arc::new(FirstAgentRefused {
-        inner: docker,
-        agent_creates: AtomicUsize::new(0),
-    });
+    let store = Store::open(&tasks.path().join("results"))
+        .await
+        .expect("store");
+    let run_id = format!("{name}-{}", std::process::id());
+    let backend = Arc::new(Faulty::new(docker, fault));
     let env = RunEnv {
         backend: backend.clone(),
         store: store.clone(),
@@ -263,7 +232,7 @@ async fn a_refused_container_is_retried_and_the_retry_is_graded() {
     };
     let planned = PlannedTrial {
         id: green_agent::identity::trial_id(&task.content_hash(), "oracle", 0),
-        task_id: "retried".into(),
+        task_id: name.into(),
         task_kind: "generic".into(),
         task_hash: task.content_hash(),
         agent: "oracle".into(),
@@ -278,11 +247,18 @@ async fn a_refused_container_is_retried_and_the_retry_is_graded() {
         .await
         .expect("run");
     let input = TrialInput {
-        planned: planned.clone(),
+        planned,
         task,
         agent: AgentSpec::Oracle,
         image,
     };
+    (backend, env, input, tasks)
+}
+
+#[tokio::test]
+async fn a_refused_container_is_retried_and_the_retry_is_graded() {
+    let (backend, env, input, _tasks) = one_trial("infra-retry", Fault::RefuseFirstAgent).await;
+    let (store, run_id, planned) = (env.store.clone(), env.run_id.clone(), input.planned.clone());
     let result = run_trial(&env, &input).await;
     env.teardown.wait().await;
     assert_eq!(result.attempts, 2, "{result:?}");
@@ -310,68 +286,9 @@ async fn a_refused_container_is_retried_and_the_retry_is_graded() {
 
 #[tokio::test]
 async fn a_failure_after_the_agent_got_its_task_takes_that_agent_over() {
-    let docker = DockerBackend::connect().await.expect("the Docker Engine");
-    let recipe = sandbox::images::recipe("python").expect("python recipe");
-    let image = sandbox::images::ensure(&docker, &recipe, |_| {})
-        .await
-        .expect("the python image");
-    let tasks = tempfile::tempdir().expect("tempdir");
-    let dir = write_task(
-        tasks.path(),
-        "taken-over",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
-    let task = Arc::new(tasks::load_task(&dir).expect("task loads"));
-    let results = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(results.path()).await.expect("store");
-    let run_id = format!("infra-takeover-{}", std::process::id());
-    let backend = Arc::new(FirstCollectionFails {
-        inner: docker,
-        agent_creates: Arc::default(),
-        copy_outs: Arc::default(),
-    });
-    let env = RunEnv {
-        backend: backend.clone(),
-        store: store.clone(),
-        run_id: run_id.clone(),
-        settings: Settings {
-            infra_retries: 2,
-            ..Settings::default()
-        },
-        adapter_bin: binary("white-agent-adapter"),
-        proxy: None,
-        judge: None,
-        staged: BTreeMap::new(),
-        observer: Arc::new(Quiet),
-        teardown: Default::default(),
-        probes: Default::default(),
-        leftovers: Arc::default(),
-    };
-    let planned = PlannedTrial {
-        id: green_agent::identity::trial_id(&task.content_hash(), "oracle", 0),
-        task_id: "taken-over".into(),
-        task_kind: "generic".into(),
-        task_hash: task.content_hash(),
-        agent: "oracle".into(),
-        repeat_index: 0,
-    };
-    store
-        .create_run(
-            &run_id,
-            &serde_json::json!({}),
-            std::slice::from_ref(&planned),
-        )
-        .await
-        .expect("run");
-    let input = TrialInput {
-        planned: planned.clone(),
-        task,
-        agent: AgentSpec::Oracle,
-        image,
-    };
+    let (backend, env, input, _tasks) =
+        one_trial("infra-takeover", Fault::FailFirstCollection).await;
+    let (store, run_id, planned) = (env.store.clone(), env.run_id.clone(), input.planned.clone());
     let result = run_trial(&env, &input).await;
     env.teardown.wait().await;
     assert_eq!(result.outcome, Outcome::Completed, "{result:?}");

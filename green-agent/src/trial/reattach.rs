@@ -442,6 +442,12 @@ async fn take_over(
         });
     }
     let used = used_so_far(&env.store, &env.run_id, &row).await?;
+    let left_by = LeftBy {
+        env,
+        input,
+        row: &row,
+        failure: failure.as_deref(),
+    };
     let driven: Option<AgentRun> =
         match &row.driven {
             Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
@@ -467,17 +473,7 @@ async fn take_over(
                     client,
                     file_server: None,
                 });
-                return collect_only(
-                    env,
-                    input,
-                    prep,
-                    side,
-                    run,
-                    &row,
-                    failure.as_deref(),
-                    attempt,
-                )
-                .await;
+                return collect_only(&left_by, prep, side, run, attempt).await;
             }
             let task_id = match task_id {
                 Some(id) => id,
@@ -514,17 +510,7 @@ async fn take_over(
                     sandbox: sb,
                     client,
                 });
-                return collect_only(
-                    env,
-                    input,
-                    prep,
-                    side,
-                    run,
-                    &row,
-                    failure.as_deref(),
-                    attempt,
-                )
-                .await;
+                return collect_only(&left_by, prep, side, run, attempt).await;
             }
             if !matches!(sb.main_exit().await, Ok(None)) {
                 return Err(InfraError::AgentGone(
@@ -614,21 +600,33 @@ async fn take_over(
     })
 }
 
-/// A trial whose agent ended before the restart: collected without driving it again.
-/// Collection from an agent that ended under `row`'s attempt, in a new attempt (numbered in
+/// The attempt a takeover starts from, and why it was left.
+#[derive(Clone, Copy)]
+struct LeftBy<'a> {
+    env: &'a RunEnv,
+    input: &'a TrialInput,
+    row: &'a AttemptRow,
+    /// This process's failure (`None`: a dead process).
+    failure: Option<&'a str>,
+}
+
+/// A trial whose agent ended before the restart (or this process's failure): collected
+/// without driving it again, in a new attempt (numbered in
 /// `attempt`) that carries the agent's task id and end: a crash before its outputs are stored
 /// leaves them for the next resume as `row` left them.
-#[allow(clippy::too_many_arguments)] // the takeover's state, passed on once
 async fn collect_only(
-    env: &RunEnv,
-    input: &TrialInput,
+    left_by: &LeftBy<'_>,
     prep: Prepared,
     side: AgentSide,
     run: AgentRun,
-    row: &AttemptRow,
-    failure: Option<&str>,
     attempt: &mut Option<u32>,
 ) -> Result<Resumed, InfraError> {
+    let LeftBy {
+        env,
+        input,
+        row,
+        failure,
+    } = *left_by;
     let n = begin(env, input, AttemptKind::Reattached, &row.place).await?;
     *attempt = Some(n);
     if let Some(id) = &row.a2a_task_id {
