@@ -22,14 +22,44 @@ use crate::launch;
 use crate::url_files::FileServer;
 use white_agent_adapter::contract::{DEFAULT_PORT, paths};
 
-/// Starts (hosted) or connects to (external) the trial's agent.
-pub(crate) async fn launch(
+/// What [`create`] made: a hosted agent's sandbox, started but not yet answering, or an
+/// external agent already connected to.
+pub(crate) enum Created {
+    Hosted(Arc<dyn Sandbox>),
+    External(Box<AgentSide>),
+}
+
+impl Created {
+    /// The hosted agent's container id.
+    pub(crate) fn container(&self) -> Option<&str> {
+        match self {
+            Created::Hosted(sb) => Some(sb.id()),
+            Created::External(_) => None,
+        }
+    }
+
+    /// The external agent's URL.
+    pub(crate) fn url(&self) -> Option<&str> {
+        match self {
+            Created::Hosted(_) => None,
+            Created::External(side) => match side.as_ref() {
+                AgentSide::External(e) => Some(&e.url),
+                AgentSide::Hosted(_) => None,
+            },
+        }
+    }
+}
+
+/// Starts (hosted: `create`) or connects to (external: `ready`) the trial's agent. A hosted
+/// agent is then waited for by [`ready`]; the attempt is recorded between the two, so a crash
+/// while its adapter starts leaves a container a resumed run takes over.
+pub(crate) async fn create(
     env: &RunEnv,
     input: &TrialInput,
     prep: &Prepared,
     res: &mut Resources,
     log: &mut PhaseLog<'_>,
-) -> Result<AgentSide, InfraError> {
+) -> Result<Created, InfraError> {
     if let AgentSpec::External { url } = &input.agent {
         return log
             .run("ready", async {
@@ -42,17 +72,30 @@ pub(crate) async fn launch(
                 // Workspace files over the inline threshold go as `url` parts served for this
                 // trial only, from the agent view (never a held-out file).
                 let file_server = big_file_server(env, &input.task.agent_view()).await?;
-                Ok(AgentSide::External(External {
+                Ok(Created::External(Box::new(AgentSide::External(External {
                     url: url.clone(),
                     client,
                     file_server,
-                }))
+                }))))
             })
             .await;
     }
     let sandbox = log
         .run("create", create_sandbox(env, input, prep, res))
         .await?;
+    Ok(Created::Hosted(sandbox))
+}
+
+/// Waits for a hosted agent's card (`ready`); an external agent is ready once connected.
+pub(crate) async fn ready(
+    env: &RunEnv,
+    created: Created,
+    log: &mut PhaseLog<'_>,
+) -> Result<AgentSide, InfraError> {
+    let sandbox = match created {
+        Created::External(side) => return Ok(*side),
+        Created::Hosted(sandbox) => sandbox,
+    };
     let client = log
         .run("ready", async {
             let base = format!("http://{}", sandbox.host_endpoint(DEFAULT_PORT).await?);

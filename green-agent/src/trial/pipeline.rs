@@ -334,10 +334,13 @@ async fn agent_phases(
     let (prep, side, next) = match how {
         How::Fresh => {
             let prep = prepare::prepare(env, input, None)?;
-            let side = launch::launch(env, input, &prep, res, log).await?;
-            let place = reattach::place_of(env, &prep, &side);
+            let created = launch::create(env, input, &prep, res, log).await?;
+            // Recorded before the adapter answers: a crash meanwhile leaves the container to a
+            // resumed run (which waits for its card and sends the task once), not a second one.
+            let place = reattach::place_of(env, &prep, &created);
             let n = reattach::begin(env, input, AttemptKind::Fresh, &place).await?;
             *number = Some(n);
+            let side = launch::ready(env, created, log).await?;
             let start = Start {
                 task_id: None,
                 attempt: Some(n),

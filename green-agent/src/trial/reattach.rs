@@ -39,7 +39,7 @@ use white_agent_adapter::contract::DEFAULT_PORT;
 use super::collect::Collected;
 use super::drive::{AgentRun, Start};
 use super::env::{InfraError, RunEnv, TrialInput, io};
-use super::launch::{agent_headers, client_config, wait_ready};
+use super::launch::{Created, agent_headers, client_config, wait_ready};
 use super::phases::PhaseLog;
 use super::prepare::{Prepared, prepare};
 use super::record::Parts;
@@ -733,14 +733,11 @@ pub(crate) async fn begin(
         .await?)
 }
 
-/// Where a freshly launched agent is, as a resumed run needs it.
-pub(crate) fn place_of(env: &RunEnv, prep: &Prepared, side: &AgentSide) -> AgentPlace {
+/// Where a freshly created agent is, as a resumed run needs it.
+pub(crate) fn place_of(env: &RunEnv, prep: &Prepared, created: &Created) -> AgentPlace {
     AgentPlace {
-        container: side.sandbox().map(|s| s.id().to_owned()),
-        agent_url: match side {
-            AgentSide::External(e) => Some(e.url.clone()),
-            AgentSide::Hosted(_) => None,
-        },
+        container: created.container().map(str::to_owned),
+        agent_url: created.url().map(str::to_owned),
         proxy_token: prep.proxy_token.clone(),
         proxy_port: prep
             .proxy_token
