@@ -437,3 +437,26 @@ pub async fn start_sdk_agent(mode: &str, dir: &Path) -> (KilledOnDrop, String, P
     };
     (KilledOnDrop(child), port, count)
 }
+
+/// One line per attempt of a trial (each starting on a new line): what a failure message about
+/// "exactly once" needs to tell the paths apart (the rows themselves, with the agent's whole
+/// final task, drown the rest of the output).
+pub fn attempt_lines(attempts: &[green_agent::store::AttemptRow]) -> String {
+    attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "\n  #{} {} pid {} task {:?} driven {} collected {} ended {:?} ({:?}) container {:?}",
+                a.attempt,
+                a.kind,
+                a.pid,
+                a.a2a_task_id,
+                a.driven.is_some(),
+                a.collected.is_some(),
+                a.ended,
+                a.detail,
+                a.place.container.as_deref().map(|c| &c[..12.min(c.len())])
+            )
+        })
+        .collect()
+}

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::postgres::Postgres;
 use e2e_tests::{
-    AgentCreations, counting_proxy_config, leftovers, model_call_command, proxy_calls,
-    report_via_cli, run_green, spawn_green, write_task,
+    AgentCreations, attempt_lines, counting_proxy_config, leftovers, model_call_command,
+    proxy_calls, report_via_cli, run_green, spawn_green, write_task,
 };
 use green_agent::database::DatabaseUrl;
 use green_agent::store::Store;
@@ -177,7 +177,7 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
                     &r.phases,
                     &r.grade_report
                 )),
-                summary(&attempts)
+                attempt_lines(&attempts)
             );
         }
     }
@@ -213,7 +213,7 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
             1,
             "{id} ({}): {}\nevents: {}",
             t.planned.agent,
-            summary(&attempts),
+            attempt_lines(&attempts),
             trial_events(&events, id)
         );
         taken_over += attempts.iter().filter(|a| a.kind == "reattached").count();
@@ -247,28 +247,6 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     let report = report_via_cli(results.path(), &run_id, &env).await;
     assert_eq!(report["trials"].as_array().map(Vec::len), Some(20));
     assert_eq!(report["run"]["status"], "finished");
-}
-
-/// One line per attempt: what a failure message needs to tell the paths apart (the rows
-/// themselves, with the agent's whole final task, drown the rest of the output).
-fn summary(attempts: &[green_agent::store::AttemptRow]) -> String {
-    attempts
-        .iter()
-        .map(|a| {
-            format!(
-                "\n  #{} {} pid {} task {:?} driven {} collected {} ended {:?} ({:?}) container {:?}",
-                a.attempt,
-                a.kind,
-                a.pid,
-                a.a2a_task_id,
-                a.driven.is_some(),
-                a.collected.is_some(),
-                a.ended,
-                a.detail,
-                a.place.container.as_deref().map(|c| &c[..12.min(c.len())])
-            )
-        })
-        .collect()
 }
 
 /// The run's events of one trial, one line each.
@@ -363,9 +341,14 @@ async fn a_trial_collected_but_never_recorded_is_graded_from_its_outputs() {
         .attempts(&run_id, &t.planned.id)
         .await
         .expect("attempts");
-    assert_eq!(attempts.len(), 2, "{}", summary(&attempts));
+    assert_eq!(attempts.len(), 2, "{}", attempt_lines(&attempts));
     assert_eq!(attempts[0].ended.as_deref(), Some("finished"));
-    assert_eq!(attempts[1].kind, "reattached", "{}", summary(&attempts));
+    assert_eq!(
+        attempts[1].kind,
+        "reattached",
+        "{}",
+        attempt_lines(&attempts)
+    );
     assert_eq!(r.attempts, 2);
     let creations = creations.stop().await;
     assert_eq!(

@@ -11,7 +11,9 @@ mod serve_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use e2e_tests::{AgentCreations, KilledOnDrop, leftovers, report_via_cli, run_green, spawn_green};
+use e2e_tests::{
+    AgentCreations, KilledOnDrop, attempt_lines, leftovers, report_via_cli, run_green, spawn_green,
+};
 use serde_json::json;
 use serve_support::{start_serve, status_text, submit, suite, trial_artifacts, wait_for};
 
@@ -156,25 +158,16 @@ async fn after_a_crash_two_services_and_a_resume_run_each_trial_once() {
             .iter()
             .filter_map(|a| a.a2a_task_id.as_deref())
             .collect();
-        let lines: Vec<String> = attempts
-            .iter()
-            .map(|a| {
-                format!(
-                    "#{} {} pid {} task {:?} ended {:?} ({:?})",
-                    a.attempt, a.kind, a.pid, a.a2a_task_id, a.ended, a.detail
-                )
-            })
-            .collect();
         assert_eq!(
             tasks.len(),
             1,
-            "trial {trial}: one A2A task over its attempts:\n{}",
-            lines.join("\n")
+            "trial {trial}: one A2A task over its attempts:{}",
+            attempt_lines(&attempts)
         );
         assert!(
             *n == 1 || *n == 2,
-            "trial {trial}'s agent started {n} times: {started:?}\n{}",
-            lines.join("\n")
+            "trial {trial}'s agent started {n} times: {started:?}{}",
+            attempt_lines(&attempts)
         );
     }
     assert!(
