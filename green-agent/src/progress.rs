@@ -45,7 +45,7 @@ impl Observer for Progress {
     fn phase(&self, trial: &PlannedTrial, phase: &str) {
         match self {
             Self::Bars(b) => b.phase(trial, phase),
-            Self::Lines(_) => {}
+            Self::Lines(l) => l.phase(),
         }
     }
 
@@ -75,6 +75,9 @@ struct Tally {
     score_sum: f64,
     cost_usd: f64,
     started: Instant,
+    /// When this process's first trial began a phase: the pace is counted from there, so a
+    /// wait before any trial could start (images still building) does not inflate it.
+    first_phase: Option<Instant>,
 }
 
 impl Tally {
@@ -87,7 +90,13 @@ impl Tally {
             score_sum: 0.0,
             cost_usd: 0.0,
             started: Instant::now(),
+            first_phase: None,
         }
+    }
+
+    /// A trial began a phase at `now`.
+    fn phase_began(&mut self, now: Instant) {
+        self.first_phase.get_or_insert(now);
     }
 
     fn add(&mut self, result: &TrialResult) {
@@ -99,14 +108,16 @@ impl Tally {
         self.cost_usd += result.usage.cost_usd;
     }
 
-    /// The time left at this process's pace so far (`None` until a trial has finished here).
+    /// The time left at this process's pace so far, counted from its first trial's first phase
+    /// (`None` until a trial has finished here).
     fn eta(&self, now: Instant) -> Option<Duration> {
         let finished_here = self.done.saturating_sub(self.done_before);
         if finished_here == 0 {
             return None;
         }
         let left = self.total.saturating_sub(self.done);
-        let per = now.duration_since(self.started).as_secs_f64() / finished_here as f64;
+        let since = self.first_phase.unwrap_or(self.started);
+        let per = now.duration_since(since).as_secs_f64() / finished_here as f64;
         Some(Duration::from_secs_f64(per * left as f64))
     }
 
@@ -198,6 +209,10 @@ impl Live {
 
 impl Observer for Live {
     fn phase(&self, trial: &PlannedTrial, phase: &str) {
+        self.tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .phase_began(Instant::now());
         let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
         let bar = lines.entry(trial.id.clone()).or_insert_with(|| {
             let b = self.multi.add(ProgressBar::new_spinner());
@@ -325,6 +340,14 @@ impl Lines {
             });
         }
         Self { shared, stop }
+    }
+
+    fn phase(&self) {
+        self.shared
+            .tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .phase_began(Instant::now());
     }
 
     fn finished(&self, trial: &PlannedTrial, result: &TrialResult) {
@@ -472,6 +495,21 @@ mod tests {
         assert!(
             t.summary(start + Duration::from_secs(60))
                 .ends_with("~2m left")
+        );
+    }
+
+    #[test]
+    fn the_pace_ignores_the_wait_before_the_first_trial_began() {
+        let mut t = Tally::new(4, 0);
+        let start = t.started;
+        // images built for 200 s; then one trial took 10 s
+        t.phase_began(start + Duration::from_secs(200));
+        t.phase_began(start + Duration::from_secs(205));
+        t.add(&result(Some(1.0), 0.0));
+        assert_eq!(
+            t.eta(start + Duration::from_secs(210)),
+            Some(Duration::from_secs(30)),
+            "3 left at 10 s each, not at 210 s each"
         );
     }
 }
