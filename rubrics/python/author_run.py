@@ -1,8 +1,17 @@
 """Runs a task-author script (Harbor verifier, `command`) and notes whether it executed a
 workspace program (research-bench rubrics).
 
-Usage (as root, `python3 -I -S -B`): author_run.py UID GID ROOTS ARGV...
-ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). The script runs
+Usage (as root, `python3 -I -S -B`): author_run.py UID GID ROOTS HARBOR ARGV...
+ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). HARBOR: "" for
+a plain script (`command`); for a Harbor verifier, the run's copy of its tests: this process
+then first lays out Harbor's paths as root (`/logs/verifier` emptied, root-owned, 1777, with
+root-made empty `reward.txt`/`reward.json` writable by all, which the script can write but
+neither replace nor chmod; `/tests` -> HARBOR when that folder exists and `/tests` does not;
+`/app` -> the first root when absent), and once every process of the uid is killed, reads both
+reward files with the uid's rights (a link planted there reads nothing the uid cannot): the
+report's "layout" (an error text, when the layout failed: the script is not run) and "reward"
+({"reward.txt": R, "reward.json": R}, R = {"text": ...} or {"missing": true} or
+{"too_large": true}). One root exec instead of three. The script runs
 as UID:GID (no supplementary groups) in the current directory with the current environment plus
 RB_AUDIT_FD (the write end of a pipe only this process reads) and RB_AUDIT_ROOTS. Its Python
 processes load `author_audit.py` (through a `.pth` file in the image's site-packages, read even
@@ -172,10 +181,102 @@ def reap(uid, gid):
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+REWARDS = (("reward.txt", 4096), ("reward.json", 65536))
+VERIFIER_LOGS = "/logs/verifier"
+
+
+def harbor_layout(tests, workspace):
+    """Harbor's paths for the verifier, as root (see the module's text). An error text, or
+    None."""
+    import shutil
+    try:
+        if os.path.lexists(VERIFIER_LOGS):
+            if os.path.isdir(VERIFIER_LOGS) and not os.path.islink(VERIFIER_LOGS):
+                shutil.rmtree(VERIFIER_LOGS)
+            else:
+                os.unlink(VERIFIER_LOGS)
+        os.makedirs(VERIFIER_LOGS)
+        os.chown(VERIFIER_LOGS, 0, 0)
+        os.chmod(VERIFIER_LOGS, 0o1777)
+        for name, _ in REWARDS:
+            path = os.path.join(VERIFIER_LOGS, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o666)
+            os.close(fd)
+        if os.path.islink("/tests"):
+            os.unlink("/tests")
+        if os.path.isdir(tests) and not os.path.lexists("/tests"):
+            os.symlink(tests, "/tests")
+        if workspace and not os.path.lexists("/app"):
+            os.symlink(workspace, "/app")
+    except OSError as e:
+        return "cannot prepare %s: %s" % (VERIFIER_LOGS, e)
+    return None
+
+
+def read_rewards(uid, gid):
+    """Both reward files, read by a child with the uid's rights (a link planted there reads
+    nothing the uid cannot): {name: {"text"} | {"missing"} | {"too_large"}}, or None when the
+    child failed."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            out = {}
+            for name, cap in REWARDS:
+                try:
+                    with open(os.path.join(VERIFIER_LOGS, name), "rb") as f:
+                        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                            out[name] = {"missing": True}
+                            continue
+                        data = f.read(cap + 1)
+                except OSError:
+                    out[name] = {"missing": True}
+                    continue
+                if len(data) > cap:
+                    out[name] = {"too_large": True}
+                else:
+                    out[name] = {"text": data.decode("utf-8", "replace")}
+            data = json.dumps(out).encode()
+            while data:
+                data = data[os.write(w, data):]
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        return None
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+
+
 def main():
     uid, gid = int(sys.argv[1]), int(sys.argv[2])
+    first_root = sys.argv[3].split(os.pathsep)[0]
     roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
-    argv = sys.argv[4:]
+    harbor = sys.argv[4]
+    argv = sys.argv[5:]
+    if harbor:
+        failed = harbor_layout(harbor, first_root)
+        if failed:
+            sys.stdout.write(json.dumps({"layout": failed}))
+            sys.stdout.flush()
+            sys.exit(0)
     install_hook()
     become_subreaper()
     r, w = os.pipe()
@@ -245,6 +346,7 @@ def main():
         except OSError:
             pass
     reaped = reap(uid, gid)
+    rewards = read_rewards(uid, gid) if harbor and reaped else None
     for line in buf.decode("utf-8", "replace").splitlines():
         try:
             e = json.loads(line)
@@ -256,8 +358,10 @@ def main():
     for e in events:
         if e not in uniq:
             uniq.append(e)
-    sys.stdout.write(json.dumps({"events": uniq[:50], "outlived": outlived[:20],
-                                 "reaped": reaped}))
+    report = {"events": uniq[:50], "outlived": outlived[:20], "reaped": reaped}
+    if rewards is not None:
+        report["reward"] = rewards
+    sys.stdout.write(json.dumps(report))
     sys.stdout.flush()
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))
