@@ -1,7 +1,7 @@
 """Audit hook of a task-author script's Python processes (research-bench rubrics).
 
 Executed at interpreter start-up, before the script's own code, by a `.pth` line that
-author_run.py installs, when RB_AUDIT_FD is set: writes one JSON line to that pipe before a
+author_run.py installs, when RB_AUDIT_FD is set: writes one line to that pipe before a
 file under RB_AUDIT_ROOTS (the agent's workspace) is imported, opened as code, executed or
 started as a program. The line is in the pipe before any of that code runs, so the code cannot
 take it back. Runs inside the script's process: a note, not a barrier.
@@ -46,15 +46,12 @@ def _rb_install_audit():
         if (how, path) in noted:
             return
         noted.add((how, path))
-        line = '{"how": "%s", "path": %s}\n' % (how, _quote(path))
+        # HOW, a tab, the path's UTF-8 bytes in hex (author_run.py reads them without json).
+        line = how.encode() + b"\t" + path.encode("utf-8", "replace").hex().encode() + b"\n"
         try:
-            write(fd, line.encode("utf-8", "replace"))
+            write(fd, line)
         except OSError:
             pass
-
-    def _quote(s):
-        import json
-        return json.dumps(s)
 
     def hook(event, args):
         try:

@@ -1,8 +1,17 @@
 """Runs a task-author script (Harbor verifier, `command`) and notes whether it executed a
 workspace program (research-bench rubrics).
 
-Usage (as root, `python3 -I -S -B`): author_run.py UID GID ROOTS ARGV...
-ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). The script runs
+Usage (as root, `python3 -I -S -B`): author_run.py UID GID ROOTS HARBOR ARGV...
+ROOTS: os.pathsep-separated folders holding the agent's files (/workspace, /app). HARBOR: "" for
+a plain script (`command`); for a Harbor verifier, the run's copy of its tests: this process
+then first lays out Harbor's paths as root (`/logs/verifier` emptied, root-owned, 1777, with
+root-made empty `reward.txt`/`reward.json` writable by all, which the script can write but
+neither replace nor chmod; `/tests` -> HARBOR when that folder exists and `/tests` does not;
+`/app` -> the first root when absent), and once every process of the uid is killed, reads both
+reward files with the uid's rights (a link planted there reads nothing the uid cannot): the
+report's "layout" (an error text, when the layout failed: the script is not run) and "reward"
+({"reward.txt": R, "reward.json": R}, R = {"text": ...} or {"missing": true} or
+{"too_large": true}). One root exec instead of three. The script runs
 as UID:GID (no supplementary groups) in the current directory with the current environment plus
 RB_AUDIT_FD (the write end of a pipe only this process reads) and RB_AUDIT_ROOTS. Its Python
 processes load `author_audit.py` (through a `.pth` file in the image's site-packages, read even
@@ -22,10 +31,10 @@ script's verdict after the script wrote it from such a process (or from the scri
 process, where it is listed as agent code the script ran).
 """
 
-import json
 import os
 import select
-import signal
+# `_signal`, not `signal`: the same calls without the enum module's start-up cost.
+import _signal
 import stat
 import sys
 import sysconfig
@@ -34,6 +43,28 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CODE_EXT = (".py", ".pyc", ".pyx", ".so", ".sh", ".bash", ".R", ".r", ".jl", ".pl", ".rb",
             ".js", ".ipynb")
 PTH = "zz_research_bench_audit.pth"
+
+
+def dumps(v):
+    """JSON text of plain data (dicts, lists, str, bool, int, None): the report, without the
+    json module's start-up cost (it imports `re`)."""
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        # Surrogates (undecodable bytes of a path) become U+FFFD: JSON readers refuse them.
+        return '"' + "".join(c if " " <= c and c not in '"\\' and c != "\x7f" and
+                             not "\ud800" <= c <= "\udfff" else
+                             "\\ufffd" if "\ud800" <= c <= "\udfff" else
+                             "\\u%04x" % ord(c) for c in v) + '"'
+    if isinstance(v, dict):
+        return "{" + ", ".join(dumps(str(k)) + ": " + dumps(x) for k, x in v.items()) + "}"
+    return "[" + ", ".join(dumps(x) for x in v) + "]"
 
 
 def install_hook():
@@ -152,7 +183,7 @@ def reap(uid, gid):
             os.setgid(gid)
             os.setuid(uid)
             try:
-                os.kill(-1, signal.SIGKILL)
+                os.kill(-1, _signal.SIGKILL)
             except ProcessLookupError:
                 pass  # nothing of the uid's left
             os._exit(0)
@@ -172,10 +203,111 @@ def reap(uid, gid):
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+REWARDS = (("reward.txt", 4096), ("reward.json", 65536))
+VERIFIER_LOGS = "/logs/verifier"
+
+
+def harbor_layout(tests, workspace):
+    """Harbor's paths for the verifier, as root (see the module's text). An error text, or
+    None."""
+    import shutil
+    try:
+        if os.path.lexists(VERIFIER_LOGS):
+            if os.path.isdir(VERIFIER_LOGS) and not os.path.islink(VERIFIER_LOGS):
+                shutil.rmtree(VERIFIER_LOGS)
+            else:
+                os.unlink(VERIFIER_LOGS)
+        os.makedirs(VERIFIER_LOGS)
+        os.chown(VERIFIER_LOGS, 0, 0)
+        os.chmod(VERIFIER_LOGS, 0o1777)
+        for name, _ in REWARDS:
+            path = os.path.join(VERIFIER_LOGS, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o666)
+            os.close(fd)
+        if os.path.islink("/tests"):
+            os.unlink("/tests")
+        if os.path.isdir(tests) and not os.path.lexists("/tests"):
+            os.symlink(tests, "/tests")
+        if workspace and not os.path.lexists("/app"):
+            os.symlink(workspace, "/app")
+    except OSError as e:
+        return "cannot prepare %s: %s" % (VERIFIER_LOGS, e)
+    return None
+
+
+def read_rewards(uid, gid):
+    """Both reward files, read by a child with the uid's rights (a link planted there reads
+    nothing the uid cannot): {name: {"text"} | {"missing"} | {"too_large"}}, or None when the
+    child failed."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            # Per file: M (missing), L (too large) or T, 8 hex digits of length, the bytes.
+            data = b""
+            for name, cap in REWARDS:
+                try:
+                    with open(os.path.join(VERIFIER_LOGS, name), "rb") as f:
+                        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                            data += b"M00000000"
+                            continue
+                        got = f.read(cap + 1)
+                except OSError:
+                    data += b"M00000000"
+                    continue
+                if len(got) > cap:
+                    data += b"L00000000"
+                else:
+                    data += b"T%08x" % len(got) + got
+            while data:
+                data = data[os.write(w, data):]
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        return None
+    data, out = b"".join(chunks), {}
+    for name, _ in REWARDS:
+        kind, size = data[:1], int(data[1:9] or b"0", 16)
+        body, data = data[9:9 + size], data[9 + size:]
+        if kind == b"T":
+            out[name] = {"text": body.decode("utf-8", "replace")}
+        elif kind == b"L":
+            out[name] = {"too_large": True}
+        elif kind == b"M":
+            out[name] = {"missing": True}
+        else:
+            return None
+    return out
+
+
 def main():
     uid, gid = int(sys.argv[1]), int(sys.argv[2])
+    first_root = sys.argv[3].split(os.pathsep)[0]
     roots = [os.path.realpath(r) for r in sys.argv[3].split(os.pathsep) if r]
-    argv = sys.argv[4:]
+    harbor = sys.argv[4]
+    argv = sys.argv[5:]
+    if harbor:
+        failed = harbor_layout(harbor, first_root)
+        if failed:
+            sys.stdout.write(dumps({"layout": failed}))
+            sys.stdout.flush()
+            sys.exit(0)
     install_hook()
     become_subreaper()
     r, w = os.pipe()
@@ -198,7 +330,7 @@ def main():
         os._exit(127)
     os.close(w)
     os.set_blocking(r, False)
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    _signal.signal(_signal.SIGTERM, lambda *_: os.kill(pid, _signal.SIGKILL))
     events, seen, buf = [], set(), b""
     outlived, exes = [], {}
     status = None
@@ -241,23 +373,30 @@ def main():
             continue
         outlived.append({"pid": int(p), "exe": exe_of(int(p))})
         try:
-            os.kill(int(p), signal.SIGKILL)
+            os.kill(int(p), _signal.SIGKILL)
         except OSError:
             pass
     reaped = reap(uid, gid)
-    for line in buf.decode("utf-8", "replace").splitlines():
+    rewards = read_rewards(uid, gid) if harbor and reaped else None
+    # The hook's lines: HOW, a tab, the path's UTF-8 bytes in hex.
+    for line in buf.split(b"\n"):
+        how, tab, path = line.partition(b"\t")
+        if not tab:
+            continue
         try:
-            e = json.loads(line)
+            path = bytes.fromhex(path.decode("ascii")).decode("utf-8", "replace")
         except ValueError:
             continue
-        if isinstance(e, dict) and isinstance(e.get("path"), str):
-            events.append({"how": str(e.get("how", "python"))[:40], "path": e["path"][:500]})
+        events.append({"how": how.decode("utf-8", "replace")[:40] or "python",
+                       "path": path[:500]})
     uniq = []
     for e in events:
         if e not in uniq:
             uniq.append(e)
-    sys.stdout.write(json.dumps({"events": uniq[:50], "outlived": outlived[:20],
-                                 "reaped": reaped}))
+    report = {"events": uniq[:50], "outlived": outlived[:20], "reaped": reaped}
+    if rewards is not None:
+        report["reward"] = rewards
+    sys.stdout.write(dumps(report))
     sys.stdout.flush()
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))

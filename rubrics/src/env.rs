@@ -268,6 +268,57 @@ impl Env<'_, '_> {
         self.read_file_as("root", path, cap).await
     }
 
+    /// [`Env::read_file`] of several files in one exec (as root; the same rule: files no agent
+    /// code could have touched), each at most `cap` bytes, in order.
+    pub async fn read_files(&self, paths: &[String], cap: usize) -> Result<Vec<FileRead>, Fault> {
+        let mut argv = sv(&["sh", "-c", READ_ALL, "sh", &cap.to_string()]);
+        argv.extend(paths.iter().cloned());
+        let out = self
+            .exec(
+                argv,
+                false,
+                Some("/"),
+                Some(Duration::from_secs(120)),
+                paths.len() * (cap + 32) + 64,
+            )
+            .await?;
+        let broken = |why: &str| {
+            Fault::Broken(format!(
+                "reading {} failed ({why}): {}",
+                paths.join(", "),
+                cap_text(&String::from_utf8_lossy(&out.stderr), 500)
+            ))
+        };
+        if !out.success() || out.truncated {
+            return Err(broken("the reader failed"));
+        }
+        let mut rest = out.stdout.as_slice();
+        let mut reads = Vec::with_capacity(paths.len());
+        for _ in paths {
+            let end = rest
+                .iter()
+                .position(|&b| b == b'\n')
+                .ok_or_else(|| broken("output cut"))?;
+            let head = std::str::from_utf8(&rest[..end]).map_err(|_| broken("bad header"))?;
+            rest = &rest[end + 1..];
+            reads.push(match head.split_once(' ') {
+                None if head == "M" => FileRead::Missing,
+                None if head == "L" => FileRead::TooLarge,
+                Some(("B", n)) => {
+                    let n: usize = n.trim().parse().map_err(|_| broken("bad size"))?;
+                    if n > rest.len() {
+                        return Err(broken("output cut"));
+                    }
+                    let (bytes, after) = rest.split_at(n);
+                    rest = after;
+                    FileRead::Bytes(bytes.to_vec())
+                }
+                _ => return Err(broken("bad header")),
+            });
+        }
+        Ok(reads)
+    }
+
     /// Whether a trusted probe (root, cwd `/`, empty environment, nothing of the agent's on any
     /// path) succeeds: the evidence that decides between an infrastructure status and the
     /// agent's failure when a tool seems to be missing.
@@ -400,6 +451,16 @@ impl Env<'_, '_> {
 
 /// Reads `$1` (at most `$2` bytes): exit 3 when it is no regular file, 4 when unreadable.
 const READ: &str = "test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";
+/// [`Env::read_files`]: `$1` the cap, then the paths; per path a line `M` (no regular file), `L`
+/// (over the cap) or `B SIZE`, then that many bytes.
+const READ_ALL: &str = r#"cap="$1"; shift
+for f; do
+  if [ ! -f "$f" ]; then echo M; continue; fi
+  n="$(wc -c < "$f")" || exit 4
+  if [ "$n" -gt "$cap" ]; then echo L; continue; fi
+  echo "B $n"; cat "$f" || exit 4
+done
+"#;
 /// [`READ`] after killing every other process of the exec's user.
 const REAP_THEN_READ: &str =
     "kill -9 -1 2>/dev/null; test -f \"$1\" || exit 3; head -c \"$2\" \"$1\" || exit 4";

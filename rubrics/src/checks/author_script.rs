@@ -21,6 +21,14 @@ pub(crate) struct AuthorRun {
     /// Its processes that outlived their parent (pid, program): the wrapper is the script's
     /// subreaper, so it sees each one.
     pub outlived: Vec<(u64, String)>,
+    /// A Harbor verifier's run ([`exec_author`] with `harbor`): why the wrapper could not lay
+    /// out Harbor's paths (the script did not run).
+    pub layout_error: Option<String>,
+    /// A Harbor verifier's run: the reward files as the wrapper read them with the script's
+    /// uid once every process of that uid was killed (`{"reward.txt": R, "reward.json": R}`,
+    /// R = `{"text"}`, `{"missing"}` or `{"too_large"}`); `None` when it did not (cut short,
+    /// or it could not kill them): the caller reads them itself.
+    pub rewards: Option<serde_json::Value>,
 }
 
 impl AuthorRun {
@@ -65,11 +73,15 @@ impl AuthorRun {
 
 /// Runs `argv` of the task author's with exactly `vars` in `run`'s folder (`run` prepared as
 /// [`AUTHOR_USER`]); the uid's leftovers are killed afterwards (by the wrapper, else here).
+/// With `harbor` (the run's copy of a verifier's tests), the wrapper first lays out Harbor's
+/// paths as root and reads the reward files afterwards with the script's uid, in the same exec
+/// ([`AuthorRun::layout_error`], [`AuthorRun::rewards`]).
 pub(crate) async fn exec_author(
     env: &Env<'_, '_>,
     run: &AgentRun,
     argv: Vec<String>,
     vars: BTreeMap<String, String>,
+    harbor: Option<&str>,
 ) -> Result<AuthorRun, Fault> {
     let (uid, gid) = AUTHOR_USER
         .split_once(':')
@@ -84,6 +96,7 @@ pub(crate) async fn exec_author(
         uid.to_owned(),
         gid.to_owned(),
         env.ctx.workspace.clone(),
+        harbor.unwrap_or("").to_owned(),
     ];
     wrapped.extend(argv);
     // Root starts the wrapper; the script itself runs as the author's uid.
@@ -127,5 +140,13 @@ pub(crate) async fn exec_author(
             )
         })
         .collect();
-    Ok(AuthorRun { out, ran, outlived })
+    let layout_error = report["layout"].as_str().map(str::to_owned);
+    let rewards = (reaped && report["reward"].is_object()).then(|| report["reward"].clone());
+    Ok(AuthorRun {
+        out,
+        ran,
+        outlived,
+        layout_error,
+        rewards,
+    })
 }

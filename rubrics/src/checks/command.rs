@@ -80,7 +80,7 @@ async fn command(env: &Env<'_, '_>, argv: &[String]) -> Outcome {
         })
         .collect();
     let vars = author_env(env, &run);
-    let ran = tryf!(exec_author(env, &run, argv, vars).await);
+    let ran = tryf!(exec_author(env, &run, argv, vars, None).await);
     let out = &ran.out;
     let o = if out.success() {
         Outcome::new(Status::Pass, 1.0)

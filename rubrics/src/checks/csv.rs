@@ -82,7 +82,16 @@ impl Run for Csv {
 }
 
 async fn csv(env: &Env<'_, '_>, output: &str, expected: &str, rules: &CsvRules) -> Outcome {
-    let exp = match tryf!(env.read_file(&env.hidden(expected), MAX_CSV_BYTES).await) {
+    // Both files in one exec (each read as root: the held-out file and the snapshot's copy).
+    let mut reads = tryf!(
+        env.read_files(&[env.hidden(expected), env.out(output)], MAX_CSV_BYTES)
+            .await
+    )
+    .into_iter();
+    let (Some(exp), Some(act)) = (reads.next(), reads.next()) else {
+        return Outcome::from_fault(crate::env::Fault::Broken("reading the CSV files failed".into()));
+    };
+    let exp = match exp {
         FileRead::Bytes(b) => b,
         other => {
             return Outcome::new(Status::GraderError, 0.0)
@@ -97,7 +106,7 @@ async fn csv(env: &Env<'_, '_>, output: &str, expected: &str, rules: &CsvRules) 
             ));
         }
     };
-    let act = match tryf!(env.read_file(&env.out(output), MAX_CSV_BYTES).await) {
+    let act = match act {
         FileRead::Bytes(b) => b,
         FileRead::Missing => {
             return Outcome::new(Status::ExtractFailed, 0.0)

@@ -39,35 +39,40 @@ impl Run for FilesExist {
     }
 }
 
+/// For each path (`$@`), one line: `0` a non-empty regular file, `3` none, `4` empty.
+const CHECK_ALL: &str = r#"for f; do
+  if [ ! -f "$f" ]; then echo 3; elif [ ! -s "$f" ]; then echo 4; else echo 0; fi
+done
+"#;
+
 async fn files_exist(env: &Env<'_, '_>, outputs: &[String]) -> Outcome {
-    let mut tests = Vec::new();
-    for o in outputs {
-        let out = tryf!(
-            env.exec(
-                // The snapshot holds only regular files and folders: nothing to follow.
-                sv(&[
-                    "sh",
-                    "-c",
-                    "test -f \"$1\" || exit 3; test -s \"$1\" || exit 4",
-                    "sh",
-                    &env.out(o)
-                ]),
-                false,
-                Some("/"),
-                Some(Duration::from_secs(30)),
-                1024
-            )
+    // One exec for every path. The snapshot holds only regular files and folders: nothing to
+    // follow.
+    let mut argv = sv(&["sh", "-c", CHECK_ALL, "sh"]);
+    argv.extend(outputs.iter().map(|o| env.out(o)));
+    let out = tryf!(
+        env.exec(argv, false, Some("/"), Some(Duration::from_secs(30)), 64 * 1024)
             .await
-        );
+    );
+    let codes: Vec<&str> = if out.success() && !out.truncated {
+        std::str::from_utf8(&out.stdout)
+            .unwrap_or("")
+            .lines()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut tests = Vec::new();
+    for (i, o) in outputs.iter().enumerate() {
         let t = TestResult::new(o.clone(), Status::Pass);
-        tests.push(match out.exit_code {
-            Some(0) if out.success() => t,
-            Some(3) => TestResult {
+        tests.push(match codes.get(i).copied() {
+            Some("0") if codes.len() == outputs.len() => t,
+            Some("3") => TestResult {
                 status: Status::Fail,
                 ..t
             }
             .with_message(format!("/workspace/{o} does not exist (or is not a regular file)")),
-            Some(4) => TestResult {
+            Some("4") => TestResult {
                 status: Status::Fail,
                 ..t
             }

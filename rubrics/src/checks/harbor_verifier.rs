@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::PathField;
 use crate::checks::agent_run::{AgentRun, author_env};
 use crate::checks::author_script::exec_author;
-use crate::env::{AUTHOR_USER, Env, FileRead, Outcome, exit_note, sv, tail, tryf};
+use crate::env::{AUTHOR_USER, Env, FileRead, Outcome, tail, tryf};
 use crate::report::{TestResult, cap_text};
 use crate::status::Status;
 use crate::checks::{CheckSpec, Run};
@@ -41,19 +41,6 @@ impl Run for HarborVerifier {
     }
 }
 
-/// Prepares Harbor's layout for the verifier's uid (`$1`), as root: `/logs/verifier` emptied,
-/// root-owned and sticky (1777: the script may add its own logs, never remove or rename what it
-/// does not own), with `reward.txt` and `reward.json` made by root, empty, writable by all (the
-/// script writes its reward there; it can neither change their modes nor replace them);
-/// `/tests` → the run's copy of the tests (`$2`, when present) and the image's default working
-/// directory `/app` → the workspace (`$3`), unless those paths exist in the image.
-const LAYOUT: &str = r#"rm -rf /logs/verifier && mkdir -p /logs/verifier && chown 0:0 /logs/verifier && chmod 1777 /logs/verifier || exit 1
-for f in reward.txt reward.json; do : > "/logs/verifier/$f" && chown 0:0 "/logs/verifier/$f" && chmod 666 "/logs/verifier/$f" || exit 1; done
-if [ -L /tests ]; then rm -f /tests; fi
-if [ -d "$2" ] && [ ! -e /tests ]; then ln -s "$2" /tests || exit 1; fi
-if [ ! -e /app ] && [ ! -L /app ]; then ln -s "$3" /app || exit 1; fi
-"#;
-
 /// Runs a Harbor verifier script as the task-author uid (neither root nor the agent's), in a
 /// folder of its own holding copies of the script's folder (its tests), with no agent file on
 /// any import path; it writes `/logs/verifier/reward.txt` or `reward.json`. Agent code the
@@ -72,27 +59,27 @@ async fn harbor(env: &Env<'_, '_>, script: &str) -> Outcome {
     } else {
         run.held(&format!("{folder}/tests"))
     };
-    let prep = tryf!(
-        env.exec(
-            sv(&["sh", "-c", LAYOUT, "sh", AUTHOR_USER, &tests, &env.ctx.workspace]),
-            false,
-            Some("/"),
-            None,
-            4096
+    let vars = author_env(env, &run);
+    // One exec: our root wrapper lays out Harbor's paths (`/logs/verifier` emptied, root-owned,
+    // sticky, with root-made reward files the script can write but neither replace nor chmod;
+    // `/tests`, `/app`), runs the script as the author's uid and reads the reward files with
+    // that uid's rights once its processes are gone (`python/author_run.py`).
+    let ran = tryf!(
+        exec_author(
+            env,
+            &run,
+            vec!["bash".into(), run.held(script)],
+            vars,
+            Some(&tests)
         )
         .await
     );
-    if !prep.success() {
-        return Outcome::new(Status::EnvBroken, 0.0).detail(format!(
-            "cannot prepare /logs/verifier: {}",
-            exit_note(&prep)
-        ));
+    if let Some(why) = &ran.layout_error {
+        return Outcome::new(Status::EnvBroken, 0.0).detail(why.clone());
     }
-    let vars = author_env(env, &run);
-    let ran = tryf!(exec_author(env, &run, vec!["bash".into(), run.held(script)], vars).await);
     let mut o = match ran.outlived_detail() {
         Some(why) => Outcome::new(Status::TamperingDetected, 0.0).detail(why),
-        None => verdict(env, &ran.out).await,
+        None => verdict(env, &ran.out, ran.rewards.as_ref()).await,
     };
     if let Some(d) = ran.ran_detail() {
         o = o.detail(d);
@@ -177,14 +164,35 @@ pub(crate) fn short_summary(output: &str) -> Vec<TestResult> {
     tests
 }
 
+/// A reward file as the wrapper read it (`rewards`, see [`crate::checks::author_script::AuthorRun::rewards`]),
+/// else read here with the verifier's rights (a link planted there reads nothing held out).
+async fn reward_file(
+    env: &Env<'_, '_>,
+    rewards: Option<&serde_json::Value>,
+    name: &str,
+    cap: usize,
+) -> Result<FileRead, crate::env::Fault> {
+    let Some(read) = rewards.map(|r| &r[name]) else {
+        return env
+            .read_file_as(AUTHOR_USER, &format!("/logs/verifier/{name}"), cap)
+            .await;
+    };
+    Ok(match read["text"].as_str() {
+        // The wrapper read at most `cap` bytes (its text: the bytes, invalid UTF-8 replaced).
+        Some(text) => FileRead::Bytes(text.as_bytes().to_vec()),
+        None if read["too_large"] == true => FileRead::TooLarge,
+        None => FileRead::Missing,
+    })
+}
+
 /// The reward the verifier wrote (`reward.txt` first, then `reward.json`; an empty file is one
 /// it did not write).
-async fn verdict(env: &Env<'_, '_>, out: &sandbox::ExecOutcome) -> Outcome {
-    // Read with the verifier's rights: a link planted there reads nothing held out.
-    let txt = tryf!(
-        env.read_file_as(AUTHOR_USER, "/logs/verifier/reward.txt", 4096)
-            .await
-    );
+async fn verdict(
+    env: &Env<'_, '_>,
+    out: &sandbox::ExecOutcome,
+    rewards: Option<&serde_json::Value>,
+) -> Outcome {
+    let txt = tryf!(reward_file(env, rewards, "reward.txt", 4096).await);
     if let FileRead::Bytes(b) = txt
         && !String::from_utf8_lossy(&b).trim().is_empty()
     {
@@ -197,10 +205,7 @@ async fn verdict(env: &Env<'_, '_>, out: &sandbox::ExecOutcome) -> Outcome {
             )),
         };
     }
-    let js = tryf!(
-        env.read_file_as(AUTHOR_USER, "/logs/verifier/reward.json", 65536)
-            .await
-    );
+    let js = tryf!(reward_file(env, rewards, "reward.json", 65536).await);
     if let FileRead::Bytes(b) = js
         && !String::from_utf8_lossy(&b).trim().is_empty()
     {

@@ -217,16 +217,16 @@ pub const CODE_FILES: &[&str] = &[
 ];
 
 /// Moves each submitted output to `$d/<index>` (root-only), printing `present`/`missing` per
-/// output, then every other file of the workspace that is not code (`$7`: `find -name`
-/// patterns, `|`-separated) to `$d/pruned/<path>` and puts back the task's own inputs that are
-/// not code (from `$6`, as the task gave them; `""`: none known), printing `pruned N`. Recreates the
+/// output, then deletes every other file of the workspace that is not code (`$7`: `find -name`
+/// patterns, `|`-separated; listed in `$d/pruned.list`, the snapshot `$8` keeps them) and puts
+/// back the task's own inputs that are not code (from `$6`, as the task gave them; `""`: none
+/// known), printing `pruned N`. Recreates the
 /// agent's view for the re-run: the workspace belongs to the agent's uid; the held-out files
 /// and our scratch folder do not (the agent's code can neither read the expected data nor touch
 /// our logs); its forbidden-API hits go to a log of its own.
 const SET_ASIDE: &str = r#"set -u
-d="$1"; runlog="$2"; ws="$3"; hidden="$4"; scratch="$5"; inputs="$6"; code="$7"; shift 7
+d="$1"; runlog="$2"; ws="$3"; hidden="$4"; scratch="$5"; inputs="$6"; code="$7"; snap="$8"; shift 8
 rm -rf "$d" && mkdir -p "$d" && chmod 700 "$d" || exit 90
-chown -R 1000:1000 "$ws" || exit 93
 if [ -e "$hidden" ]; then chown -R 0:0 "$hidden" && chmod -R go-rwx "$hidden" || exit 94; fi
 chown 0:0 "$scratch" && chmod 755 "$scratch" || exit 95
 if [ -n "$runlog" ]; then : > "$runlog" && chmod 666 "$runlog" || exit 96; fi
@@ -241,7 +241,6 @@ for f in "$@"; do
   i=$((i+1))
 done
 outputs_n="$i"
-mkdir -p "$d/pruned" || exit 90
 cd "$ws" || exit 90
 # The find expression naming code files: -name P1 -o -name P2 ...
 set -f; oldifs="$IFS"; IFS='|'; set -- $code; IFS="$oldifs"; set +f
@@ -251,15 +250,15 @@ for p; do
   k=$((k+1))
 done
 shift "$n"
-# Every file that is not code leaves (two processes, whatever the count), then the task's own
-# inputs that are not code come back as the task gave them.
-find . -type f ! \( "$@" \) -print0 | tar --null --no-recursion -T - --remove-files -cf - | tar -C "$d/pruned" -xf - || exit 97
+# Every file that is not code leaves (listed, then deleted by the same find: the snapshot keeps
+# them), then the task's own inputs that are not code come back as the task gave them.
+find . -type f ! \( "$@" \) -print -delete > "$d/pruned.list" || exit 97
 if [ -n "$inputs" ] && [ -d "$inputs" ]; then
   (cd "$inputs" && find . -type f ! \( "$@" \) -print0 | tar --null --no-recursion -T - -cf -) | tar -C "$ws" -xf - || exit 97
   # The count for the report: what was set aside and is not a task input as the task gave it.
-  n="$(cd "$d/pruned" && find . -type f | while IFS= read -r f; do if [ -f "$inputs/$f" ] && cmp -s "$inputs/$f" "$f"; then :; else echo x; fi; done | wc -l)"
+  n="$(while IFS= read -r f; do if [ -f "$inputs/$f" ] && cmp -s "$inputs/$f" "$snap/$f"; then :; else echo x; fi; done < "$d/pruned.list" | wc -l)"
 else
-  n="$(find "$d/pruned" -type f | wc -l)"
+  n="$(wc -l < "$d/pruned.list")"
 fi
 # Data carried in the code: for each submitted output, its distinct lines holding a digit (3+
 # characters); when 5 or more and at least half of them appear verbatim in the code that
@@ -344,6 +343,7 @@ async fn reproduce(
         &env.ctx.scratch,
         env.ctx.task_inputs.as_deref().unwrap_or(""),
         &CODE_FILES.join("|"),
+        &env.snap,
     ]);
     aside.extend(paths.iter().cloned());
     // One root exec: every agent process killed, the workspace rebuilt from the snapshot
