@@ -29,6 +29,7 @@ use super::grade;
 use super::launch::{self, Created};
 use super::phases::PhaseLog;
 use super::prepare::{self, Prepared};
+use super::reattach::Left;
 use super::resources::Resources;
 use crate::agents::AgentSpec;
 
@@ -70,7 +71,8 @@ pub fn eligible(env: &RunEnv, input: &TrialInput) -> bool {
 /// failed (what it made is removed; the trial then takes the ordinary path at its slot, where
 /// a failure is an attempt's, retried and recorded; the failure here is an event).
 pub async fn prepare(env: &RunEnv, input: &TrialInput) -> Option<Ahead> {
-    if !eligible(env, input) {
+    // (outputs a dead process's last attempt collected are graded without an agent)
+    if !eligible(env, input) || Left::collected_by_last_attempt(env, input).await.is_some() {
         return None;
     }
     let started = Instant::now();
