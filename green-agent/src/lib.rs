@@ -3,7 +3,8 @@
 //!
 //! - [`commands`]: the command line, one file per subcommand. [`config`]: settings layers. [`agents`]: agent specs.
 //! - [`run`]: planning, preflight checks, concurrent execution, resume, signals;
-//!   [`admission`]: trials admitted to what the backend's nodes hold;
+//!   [`admission`]: trials admitted to what the backend's nodes hold; [`slots`]: a trial's
+//!   place ahead (its sandboxes prepared before its slot) and its run slot;
 //!   [`ownership`]: one owner process per run (an OS file lock in the run directory);
 //!   [`regrade`]: `resume --regrade`, a run's stored outputs graded again (no agent runs).
 //! - [`trial`]: one trial as named phases (prepare, launch, drive, collect, grade, record);
@@ -37,6 +38,7 @@ pub mod regrade;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod slots;
 pub mod store;
 pub mod suggest;
 pub mod trial;

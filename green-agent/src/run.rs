@@ -13,7 +13,7 @@ use crate::config::Settings;
 use crate::identity::trial_id;
 use crate::proxy::Proxy;
 use crate::store::{PlannedTrial, Store, StoreError, TrialRow};
-use crate::trial::{Leftovers, Observer, RunEnv, TrialInput, record, run_trial};
+use crate::trial::{Leftovers, Observer, RunEnv, TrialInput, record, run_prepared_trial};
 use crate::verdicts::RunVerdicts;
 
 /// Status of a run stopped by its cost cap (`--max-cost-per-run`) with trials not started.
@@ -645,7 +645,6 @@ pub async fn execute_until(
                 None
             }
         };
-        let sem = Arc::new(tokio::sync::Semaphore::new(env.settings.concurrency));
         // Trials run at once: at most `--concurrency`, and (a backend reserving memory) no
         // more than the nodes hold.
         let needs: Vec<Vec<sandbox::Needs>> = pending
@@ -662,26 +661,23 @@ pub async fn execute_until(
             Arc::new(move |line: &str| observer.note(line)),
         );
         let mut set = tokio::task::JoinSet::new();
-        // Slots are taken in `pending`'s order: a resume's left trials (their agents may be
-        // running already) hold slots before any new trial starts, and count against them.
-        let order = crate::admission::InOrder::default();
+        // Places ahead and run slots are taken in `pending`'s order: a resume's left trials
+        // (their agents may be running already) hold slots before any new trial starts, and
+        // count against them. A trial holding a place ahead has its sandboxes prepared (created
+        // and started, no attempt recorded: `trial::ahead`) while earlier trials run; its
+        // clock starts when it takes its run slot.
+        let slots = crate::slots::Slots::new(
+            env.settings.concurrency,
+            prepared.trial_slots.clone(),
+            admission,
+        );
         for (n, (input, needs)) in pending.into_iter().zip(needs).enumerate() {
             let env = env.clone();
-            let sem = sem.clone();
-            let shared = prepared.trial_slots.clone();
-            let admission = admission.clone();
-            let order = order.clone();
+            let slots = slots.clone();
             let image_builds = image_builds.clone();
             set.spawn(
                 async move {
-                    let turn = order.turn(n).await;
-                    let _permit = sem.acquire_owned().await;
-                    let _shared = match shared {
-                        Some(s) => Some(s.acquire_owned().await),
-                        None => None,
-                    };
-                    let _admitted = admission.admit(needs).await;
-                    drop(turn);
+                    let place = slots.ahead(n, needs).await;
                     if let Err(reason) = image_builds.ready(&input.image).await {
                         // the trial stays pending (resume runs it); the run ends in an error
                         return env
@@ -694,8 +690,17 @@ pub async fn execute_until(
                             )
                             .await;
                     }
-                    if let Some(reason) = env.proxy.as_ref().and_then(|p| p.run_budget_spent()) {
+                    let spent = || env.proxy.as_ref().and_then(|p| p.run_budget_spent());
+                    let ahead = match spent() {
+                        Some(_) => None,
+                        None => crate::trial::ahead::prepare(&env, &input).await,
+                    };
+                    let _slot = slots.run(n, place).await;
+                    if let Some(reason) = spent() {
                         // the run's cost cap is spent: the trial stays pending (resume runs it)
+                        if let Some(a) = ahead {
+                            a.discard(&env, &input.planned).await;
+                        }
                         return env
                             .store
                             .event(
@@ -709,7 +714,7 @@ pub async fn execute_until(
                     if let Err(e) = env.store.mark_running(&env.run_id, &input.planned.id).await {
                         warn!(error = %e, "could not mark the trial running");
                     }
-                    let result = run_trial(&env, &input).await;
+                    let result = run_prepared_trial(&env, &input, ahead).await;
                     record(&env, &input.planned, &result).await
                 }
                 .in_current_span(),

@@ -2,6 +2,7 @@
 //!
 //! | phase | module | does |
 //! |---|---|---|
+//! | ahead | `ahead` | before the trial's slot: the agent's sandbox created and started, the grading sandbox created, staged and probed (no attempt recorded) |
 //! | prepare | `prepare` | scratch folders; proxy registration (per-trial token) |
 //! | launch | `launch` | hosted: network + sandbox + adapter until its card is served; external: connect |
 //! | drive | `drive` | `SendMessage`, poll `GetTask`, timeouts → `CancelTask` |
@@ -13,6 +14,7 @@
 //! `pipeline` runs them in order and retries infrastructure failures; `env` holds what they
 //! share, `resources` what an attempt must remove, `phases` the phase clock.
 
+pub mod ahead;
 mod collect;
 mod drive;
 mod env;
@@ -29,10 +31,11 @@ mod resources;
 mod side;
 mod turns;
 
+pub use ahead::Ahead;
 pub use env::{InfraError, Observer, RunEnv, Teardown, TrialInput};
 pub use grade::grader_limits;
 pub use launch::agent_limits;
-pub use pipeline::run_trial;
+pub use pipeline::{run_prepared_trial, run_trial};
 pub use reattach::{Gathered, Leftovers, ungradable};
 pub use record::record;
 pub use side::{AgentSide, External, Hosted};

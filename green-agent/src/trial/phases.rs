@@ -16,6 +16,8 @@ pub(crate) struct PhaseLog<'a> {
     env: &'a RunEnv,
     trial: &'a PlannedTrial,
     times: BTreeMap<String, u64>,
+    /// Phases are not announced to the observer (work done ahead of the trial's slot).
+    quiet: bool,
 }
 
 impl<'a> PhaseLog<'a> {
@@ -24,12 +26,28 @@ impl<'a> PhaseLog<'a> {
             env,
             trial,
             times: BTreeMap::new(),
+            quiet: false,
         }
+    }
+
+    /// A log whose phases the observer is not told of.
+    pub(crate) fn quiet(env: &'a RunEnv, trial: &'a PlannedTrial) -> Self {
+        Self {
+            quiet: true,
+            ..Self::new(env, trial)
+        }
+    }
+
+    /// Adds phase times measured elsewhere (work done ahead of the trial's slot).
+    pub(crate) fn extend(&mut self, times: BTreeMap<String, u64>) {
+        self.times.extend(times);
     }
 
     /// Runs one phase: observer notice, span, timing.
     pub(crate) async fn run<T>(&mut self, name: &'static str, phase: impl Future<Output = T>) -> T {
-        self.env.observer.phase(self.trial, name);
+        if !self.quiet {
+            self.env.observer.phase(self.trial, name);
+        }
         let started = Instant::now();
         let out = phase.instrument(info_span!("phase", name)).await;
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -12,6 +12,7 @@ use futures::FutureExt;
 
 use tracing::{Instrument, info, info_span, warn};
 
+use super::ahead::Ahead;
 use super::drive::Start;
 use super::env::{InfraError, RunEnv, TrialInput};
 use super::phases::PhaseLog;
@@ -34,7 +35,8 @@ enum Next {
 
 /// How an attempt begins.
 enum How {
-    Fresh,
+    /// A new agent: its sandboxes made now, or taken from those prepared ahead of the slot.
+    Fresh(Option<Box<Ahead>>),
     Reattach(Box<Left>),
 }
 
@@ -44,7 +46,17 @@ enum How {
 /// agent container existed (a refused create: no row, since nothing of it can be reattached):
 /// the larger of the two counts.
 pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
-    let mut r = attempts(env, input).await;
+    run_prepared_trial(env, input, None).await
+}
+
+/// [`run_trial`] on the sandboxes `ahead` prepared before the trial's slot (its first attempt
+/// starts on them; discarded when the trial has leftovers of a dead process to take up).
+pub async fn run_prepared_trial(
+    env: &RunEnv,
+    input: &TrialInput,
+    ahead: Option<Ahead>,
+) -> TrialResult {
+    let mut r = attempts(env, input, ahead).await;
     match env.store.attempts(&env.run_id, &input.planned.id).await {
         Ok(rows) => {
             r.attempts = r
@@ -57,10 +69,13 @@ pub async fn run_trial(env: &RunEnv, input: &TrialInput) -> TrialResult {
 }
 
 /// The attempts of a trial, up to its outcome (retries of infrastructure failures included).
-async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
+async fn attempts(env: &RunEnv, input: &TrialInput, mut ahead: Option<Ahead>) -> TrialResult {
     let span = info_span!("trial", trial_id = %crate::identity::short(&input.planned.id), task = %input.planned.task_id, agent = %input.planned.agent);
     async {
         if input.agent == AgentSpec::Oracle && input.task.oracle_solution().is_none() {
+            if let Some(a) = ahead.take() {
+                a.discard(env, &input.planned).await;
+            }
             return record::no_reference(env.backend.name() == "docker");
         }
         // What a dead process left: an open attempt (gathered by the resume), else outputs
@@ -71,6 +86,12 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
             Some(l) => Some(l),
             None => Left::collected_by_last_attempt(env, input).await,
         };
+        // Sandboxes prepared ahead serve a fresh start only.
+        if left.is_some()
+            && let Some(a) = ahead.take()
+        {
+            a.discard(env, &input.planned).await;
+        }
         // A regrade grades stored outputs: whatever fails, its agent never starts over.
         let regrading = left.as_ref().is_some_and(Left::is_regrade);
         // What the trial's flags must say about its history (reattached, started over).
@@ -78,7 +99,10 @@ async fn attempts(env: &RunEnv, input: &TrialInput) -> TrialResult {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let how = left.take().map_or(How::Fresh, |l| How::Reattach(Box::new(l)));
+            let how = match left.take() {
+                Some(l) => How::Reattach(Box::new(l)),
+                None => How::Fresh(ahead.take().map(Box::new)),
+            };
             let mut retry_from = None;
             match attempt_once(env, input, how, &mut notes, &mut retry_from).await {
                 Ok(mut r) => {
@@ -268,6 +292,13 @@ async fn phases(
     notes: &mut Vec<String>,
 ) -> Result<TrialResult, InfraError> {
     let mut log = PhaseLog::new(env, &input.planned);
+    // Prepared ahead: the grading sandbox is staged and probed already (the agent's sandbox
+    // started: `agent_phases` takes it).
+    let mut how = how;
+    let grader_ahead = match &mut how {
+        How::Fresh(Some(ahead)) => ahead.grader.take(),
+        _ => None,
+    };
     // The grading sandbox is created (no network) while the agent is launched and runs
     // (created after the agent's start instead, it was measured slower: it is then not ready
     // when collection ends), and gets the task's own files then (workspace, held-out files,
@@ -279,6 +310,11 @@ async fn phases(
     let (probed, prewarmed) =
         tokio::sync::oneshot::channel::<Result<rubrics::grade::Prewarmed, InfraError>>();
     let grader_side = async {
+        if let Some((sb, ready)) = grader_ahead {
+            let _ = handed.send(Ok(sb));
+            let _ = probed.send(Ok(ready));
+            return;
+        }
         match grade::create(env, input).await {
             Ok(sb) => {
                 let sb: std::sync::Arc<dyn sandbox::Sandbox> = sb.into();
@@ -332,9 +368,20 @@ async fn agent_phases(
     notes: &mut Vec<String>,
 ) -> Result<(Prepared, Parts), InfraError> {
     let (prep, side, next) = match how {
-        How::Fresh => {
-            let prep = prepare::prepare(env, input, None)?;
-            let created = launch::create(env, input, &prep, res, log).await?;
+        How::Fresh(ahead) => {
+            let (prep, created) = match ahead {
+                Some(ahead) => {
+                    let ahead = *ahead;
+                    log.extend(ahead.phases());
+                    res.absorb(ahead.res);
+                    (ahead.prep, ahead.created)
+                }
+                None => {
+                    let prep = prepare::prepare(env, input, None)?;
+                    let created = launch::create(env, input, &prep, res, log).await?;
+                    (prep, created)
+                }
+            };
             // Recorded before the adapter answers: a crash meanwhile leaves the container to a
             // resumed run (which waits for its card and sends the task once), not a second one.
             let place = reattach::place_of(env, &prep, &created);

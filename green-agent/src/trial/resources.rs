@@ -41,6 +41,15 @@ impl Resources {
         Some((agent, self.networks.pop()))
     }
 
+    /// Keeps everything `other` kept (its agent as the agent).
+    pub(crate) fn absorb(&mut self, mut other: Resources) {
+        self.sandboxes.append(&mut other.sandboxes);
+        self.networks.append(&mut other.networks);
+        if other.agent.is_some() {
+            self.agent = other.agent;
+        }
+    }
+
     /// Keeps a network for removal.
     pub(crate) fn keep_network(&mut self, network: NetworkHandle) {
         self.networks.push(network);
