@@ -9,7 +9,9 @@ use serde::Serialize;
 use crate::store::TrialRow;
 
 /// Phases in pipeline order (others follow alphabetically).
-const PHASE_ORDER: [&str; 6] = ["create", "ready", "agent", "collect", "grade", "record"];
+const PHASE_ORDER: [&str; 7] = [
+    "ahead", "create", "ready", "agent", "collect", "grade", "record",
+];
 /// One colour per phase slot (colour-blind-safe palette).
 const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f",
