@@ -158,6 +158,48 @@ check = {{ kind = "pytest", hidden_tests = "tests" }}
     dir
 }
 
+/// The held-out test of [`write_done_task`]: `out.txt` in the workspace holds `done`.
+pub const DONE_TESTS: &str = r#"import os
+
+
+def test_out():
+    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
+"#;
+
+/// The smallest task most end-to-end tests need: write `done` to `out.txt` ([`DONE_TESTS`];
+/// the oracle echoes it), on the python image.
+pub fn write_done_task(root: &Path, id: &str) -> PathBuf {
+    write_task(
+        root,
+        id,
+        "Write `done` to out.txt.\n",
+        DONE_TESTS,
+        "echo done > out.txt",
+        "python",
+    )
+}
+
+/// `docker ARGS` as a supervised child of this test (its stdout read line by line).
+pub fn docker(args: Vec<String>) -> SupervisedChild {
+    SupervisedChild::spawn(ChildSpec {
+        program: "docker".into(),
+        args,
+        env: std::env::vars().collect(),
+        clear_env: true,
+        cwd: repo_root(),
+        limits: None,
+    })
+    .expect("docker starts")
+}
+
+/// The A2A task ids of a trial's attempts (an agent run once holds one over all its attempts).
+pub fn a2a_tasks(attempts: &[green_agent::store::AttemptRow]) -> std::collections::BTreeSet<&str> {
+    attempts
+        .iter()
+        .filter_map(|a| a.a2a_task_id.as_deref())
+        .collect()
+}
+
 /// Removes (and counts) every Docker object still labelled with `run_id`.
 pub async fn leftovers(run_id: &str) -> usize {
     let backend = sandbox::docker::DockerBackend::connect()
@@ -234,29 +276,21 @@ impl AgentCreations {
     }
 
     async fn watch_event(run_id: &str, event: &str) -> AgentCreations {
-        let mut child = SupervisedChild::spawn(ChildSpec {
-            program: "docker".into(),
-            args: vec![
-                "events".into(),
-                "--filter".into(),
-                "type=container".into(),
-                "--filter".into(),
-                format!("event={event}"),
-                "--filter".into(),
-                format!("label={}={run_id}", sandbox::labels::RUN),
-                "--format".into(),
-                format!(
-                    "{{{{index .Actor.Attributes \"{}\"}}}} {{{{index .Actor.Attributes \"{}\"}}}}",
-                    sandbox::labels::ROLE,
-                    sandbox::labels::TRIAL
-                ),
-            ],
-            env: std::env::vars().collect(),
-            clear_env: true,
-            cwd: repo_root(),
-            limits: None,
-        })
-        .expect("docker events starts");
+        let mut child = docker(vec![
+            "events".into(),
+            "--filter".into(),
+            "type=container".into(),
+            "--filter".into(),
+            format!("event={event}"),
+            "--filter".into(),
+            format!("label={}={run_id}", sandbox::labels::RUN),
+            "--format".into(),
+            format!(
+                "{{{{index .Actor.Attributes \"{}\"}}}} {{{{index .Actor.Attributes \"{}\"}}}}",
+                sandbox::labels::ROLE,
+                sandbox::labels::TRIAL
+            ),
+        ]);
         let pid = child.pid();
         let reader = tokio::spawn(async move {
             let mut out = BTreeMap::new();
@@ -301,9 +335,8 @@ impl NetworkCreations {
             "a run id that names its objects verbatim: {run_id}"
         );
         let prefix = format!("rb-{run_id}-");
-        let mut child = SupervisedChild::spawn(ChildSpec {
-            program: "docker".into(),
-            args: [
+        let mut child = docker(
+            [
                 "events",
                 "--filter",
                 "type=network",
@@ -314,12 +347,7 @@ impl NetworkCreations {
             ]
             .map(String::from)
             .to_vec(),
-            env: std::env::vars().collect(),
-            clear_env: true,
-            cwd: repo_root(),
-            limits: None,
-        })
-        .expect("docker events starts");
+        );
         let pid = child.pid();
         let reader = tokio::spawn(async move {
             let mut out = Vec::new();

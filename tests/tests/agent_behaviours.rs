@@ -9,15 +9,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use e2e_tests::{KilledOnDrop, leftovers, report_json, run_green, start_sdk_agent, write_task};
+use e2e_tests::{
+    KilledOnDrop, leftovers, report_json, run_green, start_sdk_agent, write_done_task,
+};
 use serde_json::Value;
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
 
 /// Starts the SDK agent in `mode`; returns it, its agent spec and its start-count file.
 async fn start_agent(mode: &str, dir: &std::path::Path) -> (KilledOnDrop, String, PathBuf) {
@@ -39,14 +34,7 @@ async fn assess_with(
     env: &BTreeMap<String, String>,
 ) -> ((Value, usize), Vec<u8>) {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "behaviour",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "behaviour");
     let scratch = tempfile::tempdir().expect("tempdir");
     let (agent, spec, count) = start_agent(mode, scratch.path()).await;
     let results = tempfile::tempdir().expect("tempdir");

@@ -13,41 +13,26 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{
-    attempt_lines, counting_proxy_config, leftovers, model_call_command, proxy_calls, repo_root,
-    run_green, spawn_green, write_task,
+    a2a_tasks, attempt_lines, counting_proxy_config, docker, leftovers, model_call_command,
+    proxy_calls, run_green, spawn_green, write_done_task,
 };
 use green_agent::store::Store;
-use sandbox::child::{ChildSpec, SupervisedChild};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
+use sandbox::child::SupervisedChild;
 
 /// The run's containers: (role, trial id) each.
 async fn containers(run_id: &str) -> Vec<(String, String)> {
-    let mut ps = SupervisedChild::spawn(ChildSpec {
-        program: "docker".into(),
-        args: vec![
-            "ps".into(),
-            "-a".into(),
-            "--filter".into(),
-            format!("label={}={run_id}", sandbox::labels::RUN),
-            "--format".into(),
-            format!(
-                "{{{{.Label \"{}\"}}}} {{{{.Label \"{}\"}}}}",
-                sandbox::labels::ROLE,
-                sandbox::labels::TRIAL
-            ),
-        ],
-        env: std::env::vars().collect(),
-        clear_env: true,
-        cwd: repo_root(),
-        limits: None,
-    })
-    .expect("docker ps starts");
+    let mut ps = docker(vec![
+        "ps".into(),
+        "-a".into(),
+        "--filter".into(),
+        format!("label={}={run_id}", sandbox::labels::RUN),
+        "--format".into(),
+        format!(
+            "{{{{.Label \"{}\"}}}} {{{{.Label \"{}\"}}}}",
+            sandbox::labels::ROLE,
+            sandbox::labels::TRIAL
+        ),
+    ]);
     let mut out = Vec::new();
     while let Some(line) = ps.next_stdout_line().await {
         if let Some((role, trial)) = line.trim().split_once(' ') {
@@ -70,14 +55,7 @@ struct Batch {
 /// once, then works `secs` seconds.
 fn start_batch(label: &str, secs: u32) -> Batch {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "echo-done",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "echo-done");
     let calls = tempfile::tempdir().expect("tempdir");
     let proxy = calls.path().join("proxy.toml");
     std::fs::write(&proxy, counting_proxy_config(calls.path(), "once")).expect("proxy");
@@ -213,10 +191,7 @@ async fn sigkill_while_a_trial_is_prepared_ahead_then_resume_runs_every_trial_on
             t.result,
             attempt_lines(&attempts)
         );
-        let tasks: std::collections::BTreeSet<&str> = attempts
-            .iter()
-            .filter_map(|a| a.a2a_task_id.as_deref())
-            .collect();
+        let tasks = a2a_tasks(&attempts);
         assert_eq!(
             tasks.len(),
             1,

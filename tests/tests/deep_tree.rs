@@ -6,28 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use e2e_tests::{leftovers, report_json, run_green, write_task};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
+use e2e_tests::{leftovers, report_json, run_green, write_done_task};
 
 const AGENT: &str = "cmd:echo done > out.txt && python3 -c 'import os; p = \"d/\" * 450; os.makedirs(p); open(p + \"f\", \"w\").write(\"x\"); open(\"d/top.txt\", \"w\").write(\"kept\")'";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_450_level_folder_is_cut_and_the_trial_graded() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "deep-tree",
-        "Write done to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "deep-tree");
     let results = tempfile::tempdir().expect("tempdir");
     let run_id = format!("e2e-deep-tree-{}", std::process::id());
     let out = run_green(

@@ -5,15 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use e2e_tests::{binary, leftovers, report_json, run_green, write_task};
+use e2e_tests::{binary, leftovers, report_json, run_green, write_done_task, write_task};
 use sandbox::child::{ChildSpec, SupervisedChild};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
 
 /// The external agent: the platform's adapter serving `sh -c SCRIPT` on this host, on a free
 /// port; returns it with the port it announced.
@@ -65,14 +58,7 @@ async fn start_external_adapter(workspace: &Path, script: &str) -> (SupervisedCh
 #[tokio::test(flavor = "multi_thread")]
 async fn an_external_a2a_agent_is_assessed() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "external",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "external");
     // The external agent: the platform's adapter serving a command on this host.
     let workspace = tempfile::tempdir().expect("tempdir");
     let (agent, port) = start_external_adapter(workspace.path(), "echo done > out.txt").await;

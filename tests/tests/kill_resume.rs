@@ -18,18 +18,11 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::postgres::Postgres;
 use e2e_tests::{
-    AgentCreations, attempt_lines, counting_proxy_config, leftovers, model_call_command,
-    proxy_calls, report_via_cli, run_green, spawn_green, write_task,
+    AgentCreations, a2a_tasks, attempt_lines, counting_proxy_config, leftovers, model_call_command,
+    proxy_calls, report_via_cli, run_green, spawn_green, write_done_task,
 };
 use green_agent::database::DatabaseUrl;
 use green_agent::store::Store;
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_then_resume_finishes_the_run() {
@@ -51,14 +44,7 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
         .collect();
     let db: Option<DatabaseUrl> = database.as_deref().map(|u| u.parse().expect("url"));
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "echo-done",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "echo-done");
     let calls_dir = tempfile::tempdir().expect("tempdir");
     let proxy = calls_dir.path().join("proxy.toml");
     std::fs::write(&proxy, counting_proxy_config(calls_dir.path(), "once")).expect("proxy");
@@ -204,10 +190,7 @@ async fn sigkill_then_resume(database: Option<String>, label: &str) {
     for t in &trials {
         let id = &t.planned.id;
         let attempts = store.attempts(&run_id, id).await.expect("attempts");
-        let tasks: std::collections::BTreeSet<&str> = attempts
-            .iter()
-            .filter_map(|a| a.a2a_task_id.as_deref())
-            .collect();
+        let tasks = a2a_tasks(&attempts);
         assert_eq!(
             tasks.len(),
             1,
@@ -261,14 +244,7 @@ fn trial_events(events: &[green_agent::store::EventRow], trial: &str) -> String 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_trial_collected_but_never_recorded_is_graded_from_its_outputs() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "echo-done",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "echo-done");
     let results = tempfile::tempdir().expect("tempdir");
     let results_s = results.path().display().to_string();
     let tasks_s = tasks.path().display().to_string();

@@ -10,14 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use e2e_tests::{NetworkCreations, leftovers, report_json, run_green, write_task};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
+use e2e_tests::{NetworkCreations, leftovers, report_json, run_green, write_done_task};
 
 /// Asks the proxy's built-in `mock` model, then writes `done`: without the proxy (no network)
 /// the call fails and nothing is written.
@@ -32,14 +25,7 @@ json.load(urllib.request.urlopen(req, timeout=20))
 #[tokio::test(flavor = "multi_thread")]
 async fn oracle_and_nop_run_without_a_network_and_a_model_agent_keeps_its_own() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "echo-done",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "echo-done");
     let results = tempfile::tempdir().expect("tempdir");
     let run_id = format!("e2e-nonet-{}", std::process::id());
     let networks = NetworkCreations::watch(&run_id).await;

@@ -5,14 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use e2e_tests::{leftovers, report_json, run_green, write_task};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
+use e2e_tests::{leftovers, report_json, run_green, write_done_task};
 
 const PROXY: &str = r#"
 [scripts.write-done]
@@ -25,14 +18,7 @@ text = "I wrote out.txt."
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_and_codex_run_in_containers_against_the_scripted_model() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "write-done",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "write-done");
     let proxy = tasks.path().join("proxy.toml");
     std::fs::write(&proxy, PROXY).expect("write");
     let results = tempfile::tempdir().expect("tempdir");

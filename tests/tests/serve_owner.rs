@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use e2e_tests::{
-    AgentCreations, KilledOnDrop, attempt_lines, leftovers, report_via_cli, run_green, spawn_green,
+    AgentCreations, KilledOnDrop, a2a_tasks, attempt_lines, leftovers, report_via_cli, run_green,
+    spawn_green,
 };
 use serde_json::json;
 use serve_support::{start_serve, status_text, submit, suite, trial_artifacts, wait_for};
@@ -154,10 +155,7 @@ async fn after_a_crash_two_services_and_a_resume_run_each_trial_once() {
         .expect("store");
     for (trial, n) in &started {
         let attempts = store.attempts(&run_id, trial).await.expect("attempts");
-        let tasks: std::collections::BTreeSet<&str> = attempts
-            .iter()
-            .filter_map(|a| a.a2a_task_id.as_deref())
-            .collect();
+        let tasks = a2a_tasks(&attempts);
         assert_eq!(
             tasks.len(),
             1,

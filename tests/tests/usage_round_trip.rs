@@ -7,16 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use e2e_tests::{binary, leftovers, report_json, run_green, write_task};
+use e2e_tests::{binary, leftovers, report_json, run_green, write_done_task};
 use sandbox::child::{ChildSpec, SupervisedChild};
 use white_agent_adapter::contract::{DriverKind, LaunchArgs, UsageReport};
-
-const TESTS: &str = r#"import os
-
-
-def test_out():
-    assert open(os.path.join(os.environ.get("WORKSPACE", "/workspace"), "out.txt")).read().strip() == "done"
-"#;
 
 /// What the stand-in CLI reports (every field distinct, so a swap shows).
 fn reported() -> UsageReport {
@@ -56,14 +49,7 @@ fn fake_claude(dir: &Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn usage_written_by_the_adapter_is_what_the_store_and_report_show() {
     let tasks = tempfile::tempdir().expect("tempdir");
-    write_task(
-        tasks.path(),
-        "usage",
-        "Write `done` to out.txt.\n",
-        TESTS,
-        "echo done > out.txt",
-        "python",
-    );
+    write_done_task(tasks.path(), "usage");
     let workspace = tempfile::tempdir().expect("tempdir");
     let bin = tempfile::tempdir().expect("tempdir");
     let mut args = LaunchArgs::new(DriverKind::ClaudeCode);
