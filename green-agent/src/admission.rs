@@ -316,7 +316,7 @@ impl InOrder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sandbox::{
         Adoption, NetworkHandle, NodeCapacity, Owner, Sandbox, SandboxError, SandboxSpec,
@@ -325,9 +325,9 @@ mod tests {
     const GIB: u64 = 1024 * 1024 * 1024;
     const REFRESH: Duration = Duration::from_millis(50);
 
-    /// A backend whose capacity the test sets.
+    /// A backend whose capacity the test sets (also the slots' tests' backend).
     #[derive(Debug)]
-    struct Nodes(Mutex<Capacity>);
+    pub(crate) struct Nodes(pub(crate) Mutex<Capacity>);
 
     #[async_trait::async_trait]
     impl Backend for Nodes {

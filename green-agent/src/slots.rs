@@ -124,47 +124,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::time::Duration;
 
-    use sandbox::{
-        Adoption, Backend, Capacity, NetworkHandle, Owner, Sandbox, SandboxError, SandboxSpec,
-    };
+    use sandbox::Capacity;
 
     use super::*;
-
-    /// A backend that reserves no memory (like docker): only `--concurrency` bounds.
-    #[derive(Debug)]
-    struct Unbounded;
-
-    #[async_trait::async_trait]
-    impl Backend for Unbounded {
-        fn name(&self) -> &'static str {
-            "docker"
-        }
-        async fn create(&self, _: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
-            unreachable!()
-        }
-        async fn create_network(
-            &self,
-            _: &Owner,
-            _: Option<u16>,
-        ) -> Result<NetworkHandle, SandboxError> {
-            unreachable!()
-        }
-        async fn remove_network(&self, _: &NetworkHandle) -> Result<(), SandboxError> {
-            unreachable!()
-        }
-        async fn reap(&self, _: Option<&str>) -> Result<usize, SandboxError> {
-            Ok(0)
-        }
-        async fn image_exists(&self, _: &str) -> Result<bool, SandboxError> {
-            Ok(true)
-        }
-        async fn adopt(&self, _: &str) -> Result<Adoption, SandboxError> {
-            Ok(Adoption::default())
-        }
-        async fn capacity(&self) -> Result<Capacity, SandboxError> {
-            Ok(unbounded())
-        }
-    }
+    use crate::admission::tests::Nodes;
 
     fn unbounded() -> Capacity {
         Capacity {
@@ -175,7 +138,8 @@ mod tests {
 
     fn slots(concurrency: usize) -> Slots {
         let admission = Admission::new(
-            Arc::new(Unbounded),
+            // reserves no memory (like docker): only `--concurrency` bounds
+            Arc::new(Nodes(Mutex::new(unbounded()))),
             "run",
             concurrency,
             unbounded(),
