@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use e2e_tests::{leftovers, report_via_cli};
 use serde_json::{Value, json};
-use serve_support::{get_task, start_serve, status_text, submit, suite, trial_artifacts, wait_for};
+use serve_support::{
+    get_task, listed_after, start_serve, status_text, submit, suite, trial_artifacts, wait_for,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_service_resumes_its_assessment_without_running_a_trial_twice() {
@@ -110,5 +112,29 @@ async fn stop_and_restart(graceful: bool) {
         );
     }
     assert_eq!(get_task(&url, &id).await["id"], id.as_str());
+
+    // A finished task's status is stamped once: reads keep its stamp, and ListTasks with
+    // `statusTimestampAfter` lists it from that stamp on, never after it (an old task is not
+    // listed as changed however often it was read).
+    let stamp = task["status"]["timestamp"]
+        .as_str()
+        .expect("status timestamp")
+        .to_owned();
+    for _ in 0..2 {
+        assert_eq!(
+            get_task(&url, &id).await["status"]["timestamp"],
+            stamp.as_str()
+        );
+    }
+    let at: chrono::DateTime<chrono::Utc> = stamp.parse().expect("an RFC 3339 stamp");
+    let later = (at + chrono::Duration::milliseconds(1)).to_rfc3339();
+    assert!(
+        listed_after(&url, &stamp).await.contains(&id),
+        "listed from its stamp on"
+    );
+    assert!(
+        !listed_after(&url, &later).await.contains(&id),
+        "a task finished before {later} is not listed as changed after it"
+    );
     assert_eq!(leftovers(&run_id).await, 0);
 }

@@ -202,6 +202,12 @@ impl A2aHandler for Assessor {
                 req.status
                     .is_none_or(|s| s == TaskState::Unspecified || t.status.state == s)
             })
+            // `statusTimestampAfter`: tasks whose status changed at or after it (a status is
+            // stamped once per change, so an old task stays out however often it is read).
+            .filter(|t| {
+                req.status_timestamp_after
+                    .is_none_or(|after| t.status.timestamp.is_some_and(|at| at >= after))
+            })
             .map(|mut t| {
                 if !include_artifacts {
                     t.artifacts.clear();

@@ -177,6 +177,24 @@ pub async fn get_task(url: &str, id: &str) -> Value {
     body["result"].clone()
 }
 
+/// ListTasks (1.0) of the tasks whose status changed at or after `after` (RFC 3339): their ids.
+pub async fn listed_after(url: &str, after: &str) -> Vec<String> {
+    let (_, body) = rpc(
+        url,
+        true,
+        "ListTasks",
+        json!({"statusTimestampAfter": after}),
+        None,
+    )
+    .await;
+    body["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("ListTasks: {body}"))
+        .iter()
+        .filter_map(|t| t["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The task's status text.
 pub fn status_text(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"]
