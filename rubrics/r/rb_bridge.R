@@ -1,8 +1,9 @@
-# The testthat grader's two R processes (research-bench rubrics), started by r_launch.sh:
+# The testthat grader's two R processes (research-bench rubrics), started by r_launch.sh
+# (`Rscript --vanilla -e 'source(Sys.getenv("RB_BRIDGE"))' ARGS`, RB_BRIDGE this file):
 #
-#   Rscript --vanilla rb_bridge.R worker  TO_WORKER FROM_WORKER
+#   worker  TO_WORKER FROM_WORKER
 #     the agent's uid; sources the agent's files when asked and calls its functions;
-#   Rscript --vanilla rb_bridge.R referee TO_WORKER FROM_WORKER TESTS REPORT CANARY HELD
+#   referee TO_WORKER FROM_WORKER TESTS REPORT CANARY HELD
 #     another uid, never sources an agent file: runs the held-out testthat files (and our
 #     canary file) with the agent's names bound to stubs that call the worker, evaluates every
 #     expectation itself and writes the report (TSV).
