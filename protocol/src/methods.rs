@@ -116,6 +116,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn list_filters_admit_by_context_state_and_status_stamp() {
+        let mut t = Task::new("t", "ctx", TaskState::Completed);
+        let at = t.status.timestamp.expect("stamped");
+        let req = |f: fn(&mut ListTasksRequest)| {
+            let mut r = ListTasksRequest::default();
+            f(&mut r);
+            r
+        };
+        assert!(ListTasksRequest::default().admits(&t));
+        assert!(!req(|r| r.context_id = Some("other".into())).admits(&t));
+        assert!(!req(|r| r.status = Some(TaskState::Working)).admits(&t));
+        assert!(req(|r| r.status = Some(TaskState::Unspecified)).admits(&t));
+        let mut after = ListTasksRequest {
+            status_timestamp_after: Some(at),
+            ..ListTasksRequest::default()
+        };
+        assert!(after.admits(&t), "stamped at the cut: admitted");
+        after.status_timestamp_after = Some(at + chrono::Duration::milliseconds(1));
+        assert!(!after.admits(&t), "stamped before the cut: left out");
+        t.status.timestamp = None;
+        assert!(!after.admits(&t), "no stamp: left out");
+    }
+
+    #[test]
     fn debug_redacts_secrets() {
         let c = TaskPushNotificationConfig {
             tenant: None,
@@ -352,6 +376,23 @@ pub struct ListTasksRequest {
     pub status_timestamp_after: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_artifacts: Option<bool>,
+}
+
+impl ListTasksRequest {
+    /// Whether `task` passes this request's filters: its context, its state (`Unspecified`
+    /// filters nothing) and `statusTimestampAfter` (a status stamped at or after it; a status
+    /// without a stamp is left out).
+    pub fn admits(&self, task: &Task) -> bool {
+        self.context_id
+            .as_ref()
+            .is_none_or(|c| &task.context_id == c)
+            && self
+                .status
+                .is_none_or(|s| s == TaskState::Unspecified || task.status.state == s)
+            && self
+                .status_timestamp_after
+                .is_none_or(|after| task.status.timestamp.is_some_and(|at| at >= after))
+    }
 }
 
 /// `ListTasks` result.

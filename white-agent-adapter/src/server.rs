@@ -459,15 +459,7 @@ impl A2aHandler for Adapter {
             .iter()
             .rev()
             .filter_map(|id| tasks.get(id))
-            .filter(|slot| {
-                req.context_id
-                    .as_ref()
-                    .is_none_or(|c| &slot.task.context_id == c)
-            })
-            .filter(|slot| {
-                req.status
-                    .is_none_or(|s| s == TaskState::Unspecified || slot.task.status.state == s)
-            })
+            .filter(|slot| req.admits(&slot.task))
             .map(|slot| {
                 let mut task = Inner::view(slot, &self.inner.origin, req.history_length);
                 if !include_artifacts {

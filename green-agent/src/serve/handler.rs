@@ -197,17 +197,9 @@ impl A2aHandler for Assessor {
             .registry
             .tasks()
             .into_iter()
-            .filter(|t| req.context_id.as_ref().is_none_or(|c| &t.context_id == c))
-            .filter(|t| {
-                req.status
-                    .is_none_or(|s| s == TaskState::Unspecified || t.status.state == s)
-            })
-            // `statusTimestampAfter`: tasks whose status changed at or after it (a status is
-            // stamped once per change, so an old task stays out however often it is read).
-            .filter(|t| {
-                req.status_timestamp_after
-                    .is_none_or(|after| t.status.timestamp.is_some_and(|at| at >= after))
-            })
+            // A status is stamped once per change, so `statusTimestampAfter` leaves an old
+            // task out however often it was read.
+            .filter(|t| req.admits(t))
             .map(|mut t| {
                 if !include_artifacts {
                     t.artifacts.clear();
